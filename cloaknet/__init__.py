@@ -1,0 +1,1 @@
+"""cloaknet: differentially private summation in the shuffled model (the invisibility cloak)."""

@@ -1,0 +1,7 @@
+"""``python -m cloaknet`` runs the command line."""
+
+import sys
+
+from cloaknet.cli import main
+
+sys.exit(main())

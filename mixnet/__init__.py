@@ -1,0 +1,1 @@
+"""mixnet: a generic cascade mixnet carrying fixed-size opaque payloads."""

@@ -1,0 +1,124 @@
+"""The bound functions against the lemmas' formulas, evaluated naively where that is possible."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cloaknet import accounting as acc
+from cloaknet.errors import ParameterError
+from cloaknet.noise import truncated_laplace_variance
+
+
+def naive_eta(m: int, n: int, gamma: float) -> float:
+    return 2 * m * m / n + 18 * math.sqrt(m) * n * n / (gamma * gamma * 2 ** (2 * m))
+
+
+@given(
+    m=st.integers(4, 60),
+    modulus=st.integers(1, 10**9).map(lambda v: 2 * v + 1),
+    gamma=st.floats(0.05, 0.95),
+)
+def test_lemma1_eta_matches_formula(m: int, modulus: int, gamma: float) -> None:
+    assert acc.smoothness_failure(m, modulus, gamma) == pytest.approx(
+        naive_eta(m, modulus, gamma), rel=1e-9
+    )
+
+
+def test_lemma1_log_space_survives_huge_arguments() -> None:
+    # 2^(2m) and N^2 overflow floats here; ln η must still be finite and exact in log space.
+    m, modulus, gamma = 3000, 2**400 + 1, 1e-6
+    smooth = (
+        math.log(18) + 0.5 * math.log(m) + 800 * math.log(2) - 2 * math.log(gamma)
+        - 6000 * math.log(2)
+    )
+    collide = math.log(2 * m * m) - 400 * math.log(2)
+    expected = max(smooth, collide) + math.log1p(math.exp(-abs(smooth - collide)))
+    assert acc.log_smoothness_failure(m, modulus, gamma) == pytest.approx(expected, rel=1e-12)
+
+
+def test_lemma5_is_lemma6_with_one_swap() -> None:
+    m, modulus, gamma = 40, 10**12 + 1, 0.01
+    one = acc.sum_preserving_bound(m, modulus, gamma, 1)
+    assert one.epsilon == pytest.approx(math.log((1 + gamma) / (1 - gamma)))
+    assert one.delta == pytest.approx(acc.smoothness_failure(m, modulus, gamma), rel=1e-12)
+
+
+@pytest.mark.parametrize("swaps", [2, 7, 100, 999])
+def test_lemma6_full_geometric_series(swaps: int) -> None:
+    m, modulus, gamma = 50, 10**13 + 1, 1e-3
+    beta = (1 + gamma) / (1 - gamma)
+    eta = acc.smoothness_failure(m, modulus, gamma)
+    bound = acc.sum_preserving_bound(m, modulus, gamma, swaps)
+    assert bound.epsilon == pytest.approx(swaps * math.log(beta), rel=1e-12)
+    assert bound.delta == pytest.approx(eta * sum(beta**i for i in range(swaps)), rel=1e-9)
+    # the full expression is larger than the proof's shorthand "η <= δ"
+    assert bound.delta > eta
+
+
+def test_lemma6_large_n_in_log_space() -> None:
+    bound = acc.sum_preserving_bound(200, 2**120 + 1, 1e-9, 10**9 - 1)
+    assert math.isfinite(bound.log_delta)
+    assert bound.epsilon == pytest.approx((10**9 - 1) * 2e-9, rel=1e-6)
+
+
+def test_lemma11_formula() -> None:
+    m, modulus, gamma, k, p, q, n = 50, 10**11 + 1, 0.2, 10**5, 0.99999, 0.002, 10**4
+    b = acc.single_user_bound(m, modulus, gamma, k, p, q, n)
+    eps = math.log((1 + gamma) / (1 - gamma)) + k * math.log(1 / p) - math.log(1 - math.exp(-q * n))
+    assert b.epsilon == pytest.approx(eps, rel=1e-9)
+    assert b.delta == pytest.approx(naive_eta(m, modulus, gamma) + math.exp(-q * n), rel=1e-9)
+    assert b.lemma == "Lemma 11"
+
+
+def test_lemma13_uses_honest_users_only() -> None:
+    args = (50, 10**11 + 1, 0.2, 10**5, 0.99999, 0.002, 10**4)
+    alone = acc.single_user_bound(*args)
+    with_c = acc.single_user_bound(*args, colluders=9000)
+    assert with_c.lemma == "Lemma 13"
+    assert with_c.terms["delta_tail"] == pytest.approx(math.exp(-0.002 * 1000))
+    assert with_c.epsilon > alone.epsilon and with_c.delta > alone.delta
+
+
+def test_lemma13_refuses_more_than_ninety_percent_colluders() -> None:
+    with pytest.raises(ParameterError, match=r"0\.9"):
+        acc.single_user_bound(50, 10**11 + 1, 0.2, 10**5, 0.99999, 0.002, 100, colluders=91)
+    acc.single_user_bound(50, 10**11 + 1, 0.2, 10**5, 0.99999, 0.002, 100, colluders=90)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: acc.log_smoothness_failure(3, 101, 0.5), "m"),
+        (lambda: acc.log_smoothness_failure(10, 100, 0.5), "odd"),
+        (lambda: acc.log_smoothness_failure(4, 101, 0.01), r"6\*sqrt"),
+        (lambda: acc.log_smoothness_failure(10, 101, 1.0), "gamma"),
+        (lambda: acc.log_smoothness_failure(10, 101, 0.0), "gamma"),
+        (lambda: acc.sum_preserving_bound(10, 101, 0.5, -1), "swaps"),
+        (lambda: acc.single_user_bound(10, 101, 0.5, 10, 1.0, 0.5, 10), "noise p"),
+        (lambda: acc.single_user_bound(10, 101, 0.5, 10, 0.5, 0.0, 10), "noise q"),
+        (lambda: acc.single_user_bound(10, 101, 0.5, 0, 0.5, 0.5, 10), "precision"),
+    ],
+)
+def test_preconditions_raise(call: object, match: str) -> None:
+    with pytest.raises(ParameterError, match=match):
+        call()  # type: ignore[operator]
+
+
+@settings(max_examples=50)
+@given(half=st.integers(1, 10**6), p=st.floats(0.01, 0.999999))
+def test_lemma8_bound_dominates_exact_variance(half: int, p: float) -> None:
+    modulus = 2 * half + 1
+    bound = acc.noise_variance_bound(modulus, p)
+    assert truncated_laplace_variance(modulus, p) <= bound * (1 + 1e-9)
+
+
+def test_error_predictions() -> None:
+    assert acc.rounding_error_worst(100, 1000) == pytest.approx(0.1)
+    assert acc.rounding_error_expected(100, 1000) == pytest.approx(0.05)
+    assert acc.expected_rmse(100, 1000) == pytest.approx(math.sqrt(0.05**2 + 100 / 12e6))
+    sd = acc.noise_std(100, 1000, 10**9 + 1, 0.999, 0.5)
+    assert sd == pytest.approx(math.sqrt(50 * acc.noise_variance_bound(10**9 + 1, 0.999)) / 1000)

@@ -1,0 +1,105 @@
+"""The ``cloaknet`` command line: plan and the in-process demo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cloaknet.cli import main
+from tests.cloaknet.test_planner import JSON_KEYS
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--users", "10000", "--epsilon", "1", "--delta", "1e-6",
+                       "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data.keys() >= JSON_KEYS
+    assert data["mode"] == "single-user" and data["bound"] == "optimized"
+    assert data["epsilon"] <= 1 and data["delta"] <= 1e-6
+    assert data["precision"] == 100000
+
+
+def test_plan_json_sum_preserving_has_null_noise(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "-n", "1000", "-e", "0.5", "-d", "1e-8",
+                       "--mode", "sum-preserving", "--precision", "5000", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["noise_p"] is None and data["noise_q"] is None
+    assert data["precision"] == 5000
+
+
+def test_plan_table_mentions_the_theorem_comparison(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--users", "10000", "--epsilon", "1", "--delta", "1e-6")
+    assert code == 0
+    assert "messages per user" in out and "theorem constants" in out
+
+
+def test_plan_theorem_bound_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "-n", "10000", "-e", "1", "-d", "1e-6",
+                       "--mode", "sum-preserving", "--bound", "theorem")
+    assert code == 0 and "do NOT meet" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--users", "-5", "--epsilon", "1", "--delta", "1e-6"],
+        ["plan", "--users", "100", "--epsilon", "0", "--delta", "1e-6"],
+        ["plan", "--users", "100", "--epsilon", "1", "--delta", "1.5"],
+        ["plan", "--users", "100", "--epsilon", "nan", "--delta", "1e-6"],
+        ["plan", "--users", "100", "--epsilon", "1"],
+        ["plan", "--users", "100", "--epsilon", "1", "--delta", "1e-6", "--mode", "x"],
+    ],
+)
+def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_parameter_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "plan", "-n", "100", "-e", "1", "-d", "1e-6", "--colluders", "95")
+    assert code == 2
+    assert err.count("\n") == 1 and "0.9" in err
+
+
+def test_infeasible_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "plan", "-n", "5", "-e", "1", "-d", "1e-6")
+    assert code == 3 and "honest users" in err
+
+
+def test_demo_sum_preserving_is_exact(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "demo", "--users", "300", "--mode", "sum-preserving", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["estimate"] == data["rounded_sum"]
+    assert abs(data["estimate"] - data["true_sum"]) <= 300 / data["precision"]
+
+
+def test_demo_single_user_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "demo", "--users", "200", "--data-seed", "7")
+    assert code == 0 and "estimate" in out and "true sum" in out
+
+
+def test_console_script_entry_point() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "cloaknet", "plan", "-n", "100", "-e", "1", "-d", "1e-6", "--json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["users"] == 100
+    helptext = subprocess.run(
+        [sys.executable, "-m", "cloaknet", "plan", "--help"],
+        capture_output=True, text=True, timeout=60, check=False,
+    ).stdout
+    assert "--colluders" in helptext and "--bound" in helptext
