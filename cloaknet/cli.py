@@ -1,7 +1,8 @@
 """The ``cloaknet`` command line.
 
-Exit codes: 0 success; 2 bad arguments or parameters (one-line message on stderr);
-3 no parameters meet the requested guarantee; 130 interrupted.
+Exit codes: 0 success; 2 bad arguments, parameters, chain file or key file (one-line message
+on stderr); 3 no parameters meet the requested guarantee; 4 an operating-system error (e.g. a
+port in use or an unreadable file); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -10,17 +11,20 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from cloaknet.errors import CloakError, InfeasiblePlanError
 from cloaknet.params import MODES
 from cloaknet.planner import BOUNDS, DEFAULT_MAX_MESSAGES, Plan, plan
+from mixnet.errors import MixnetError
 
 __all__ = ["main"]
 
 EXIT_USAGE = 2
 EXIT_INFEASIBLE = 3
+EXIT_OS = 4
 
 
 def _positive_int(text: str) -> int:
@@ -120,17 +124,55 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p_demo = sub.add_parser(
         "demo",
-        help="run n users through encode -> shuffle -> analyze and print the result",
-        description="Plan parameters, encode random inputs for every user with the CSPRNG, "
-                    "shuffle all messages uniformly, run the analyzer, and compare the "
-                    "estimate with the true sum. (Runs in one process until the networked "
-                    "mixnet lands.)",
+        help="run n users through a local multi-process chain and print the result",
+        description="Plan parameters, write keys and a chain file to a temporary directory, "
+                    "start every mix and the analyzer as separate processes on 127.0.0.1, "
+                    "submit random inputs for every user through the websocket client "
+                    "library, wait for the analyzer's result and compare it with the true "
+                    "sum; then stop every process. --mixes 0 runs the ideal shuffler in one "
+                    "process instead.",
     )
     _add_privacy_args(p_demo, users_default=1000)
+    p_demo.add_argument("--mixes", type=_non_negative_int, default=3,
+                        help="mix nodes, each a separate OS process (default 3); 0 runs the "
+                             "ideal shuffler in this process instead of the network")
     p_demo.add_argument("--data-seed", type=int, default=None,
                         help="seed for the demo's input data only (protocol randomness "
                              "always comes from the OS CSPRNG)")
+    p_demo.add_argument("--concurrency", type=_positive_int, default=32,
+                        help="users submitting at the same time (default 32)")
+    p_demo.add_argument("--keep", action="store_true",
+                        help="keep the temporary directory (keys, chain file, databases, logs)")
     p_demo.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p_node = sub.add_parser(
+        "node",
+        help="run one node (mix or analyzer) of a chain",
+        description="Serve one node of the chain file: websockets for the protocol and HTTP "
+                    "GETs (/healthz, /status, and /rounds/<id> on the analyzer) on the port of "
+                    "the node's URL. Runs until SIGINT or SIGTERM.",
+    )
+    p_node.add_argument("--chain", type=Path, required=True, help="the chain file (TOML)")
+    p_node.add_argument("--name", required=True, help="this node's name in the chain file")
+    p_node.add_argument("--key", type=Path, default=None,
+                        help="this node's identity key file (required for mixes)")
+    p_node.add_argument("--db", type=Path, default=None,
+                        help="sqlite database (default: <name>.db next to the chain file)")
+    p_node.add_argument("--listen", default=None,
+                        help="address to bind (default: the host of the node's URL; use "
+                             "0.0.0.0 behind NAT)")
+    p_node.add_argument("--log-level", default="INFO",
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+    p_keygen = sub.add_parser(
+        "keygen",
+        help="create a node's Ed25519 identity key file and print its public key",
+        description="Write a new identity key file (mode 0600) and print the public key line "
+                    "to paste into the chain file's [[mix]] entry.",
+    )
+    p_keygen.add_argument("--name", required=True, help="the node's name")
+    p_keygen.add_argument("--out", type=Path, default=None,
+                          help="key file to write (default: <name>.key)")
     return parser
 
 
@@ -204,6 +246,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.mixes > 0:
+        from cloaknet.netdemo import run_network_demo
+
+        return run_network_demo(
+            users=args.users, mixes=args.mixes, epsilon=args.epsilon, delta=args.delta,
+            precision=args.precision, mode=args.mode, data_seed=args.data_seed,
+            as_json=args.json, keep=args.keep, concurrency=args.concurrency,
+        )
     from cloaknet.demo import run_demo
 
     return run_demo(
@@ -217,20 +267,47 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_node(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from cloaknet.node import run_node
+
+    logging.basicConfig(level=args.log_level,
+                        format=f"%(asctime)s {args.name} %(levelname)s %(message)s")
+    asyncio.run(run_node(args.chain, args.name, args.key, args.db, args.listen))
+    return 0
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from mixnet.keys import generate_identity, public_key_text, write_key_file
+
+    out = args.out or Path(f"{args.name}.key")
+    key = generate_identity()
+    write_key_file(out, key, name=args.name)
+    print(f'identity = "{public_key_text(key.verify_key)}"   # {args.name}, secret in {out}')
+    return 0
+
+
+COMMANDS = {"plan": "_cmd_plan", "demo": "_cmd_demo", "node": "_cmd_node", "keygen": "_cmd_keygen"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cloaknet`` console script; returns the exit code."""
     parser = _build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "plan":
-            return _cmd_plan(args)
-        return _cmd_demo(args)
+        command: Callable[[argparse.Namespace], int] = globals()[COMMANDS[args.command]]
+        return command(args)
     except InfeasiblePlanError as exc:
         print(f"cloaknet: no plan: {exc}", file=sys.stderr)
         return EXIT_INFEASIBLE
-    except CloakError as exc:
+    except (CloakError, MixnetError) as exc:
         print(f"cloaknet: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as exc:
+        print(f"cloaknet: error: {exc}", file=sys.stderr)
+        return EXIT_OS
     except KeyboardInterrupt:
         print("cloaknet: interrupted", file=sys.stderr)
         return 130

@@ -12,6 +12,7 @@ frame gets a fresh bounded ``Unpacker``, and every failure is a :class:`MixnetEr
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -226,6 +227,20 @@ def get_int(
     if max_value is not None and value > max_value:
         raise MalformedFrame(f"field {key!r} must be <= {max_value}")
     return value
+
+
+def get_float(frame: Mapping[str, object], key: str) -> float:
+    """Return the number field ``key`` as a float (ints accepted, bools and non-finite
+    values refused with :class:`MalformedFrame` naming the field)."""
+    if key not in frame:
+        raise MalformedFrame(f"missing field {key!r}")
+    value = frame[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MalformedFrame(f"field {key!r} must be a number")
+    result = float(value)
+    if not math.isfinite(result):
+        raise MalformedFrame(f"field {key!r} must be finite")
+    return result
 
 
 def get_bytes(frame: Mapping[str, object], key: str, *, length: int | None = None) -> bytes:

@@ -1,0 +1,138 @@
+"""The analyzer node: the end of the chain, where the shuffled shares are summed.
+
+It receives the last mix's batch, checks that it holds n·m shares for the round's n accepted
+clients (a mismatch makes the round's result an error, never a wrong sum), decodes the
+fixed-width shares, runs Algorithm 2 and stores and publishes the result:
+``GET /rounds/<id>`` (JSON) and the websocket frame ``subscribe {round}`` → ``result {...}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection
+
+from cloaknet.encoding import analyze_sum, decode_share
+from cloaknet.errors import CloakError
+from cloaknet.params import CloakParams
+from mixnet.errors import UnknownRound
+from mixnet.frames import ROUND_ID_MAX
+from mixnet.server import NodeSettings, SinkNode
+from mixnet.store import NodeStore
+from mixnet.wire import get_int
+
+__all__ = ["AnalyzerNode", "analyze_batch"]
+
+#: How long one ``subscribe`` waits before answering ``pending`` (the client asks again).
+SUBSCRIBE_WAIT = 60.0
+
+
+def analyze_batch(
+    round_id: int, clients: int, count: int, payloads: list[bytes], params: CloakParams
+) -> dict[str, Any]:
+    """Algorithm 2 over a round's batch; returns the JSON result (``status`` "ok" or "error").
+
+    Pure: the same inputs always give the same result.
+    """
+    base: dict[str, Any] = {"round": round_id, "users": clients, "messages": len(payloads)}
+    expected = clients * params.messages
+    if count != len(payloads) or len(payloads) != expected:
+        return {
+            **base,
+            "status": "error",
+            "error": f"expected n·m = {clients}·{params.messages} = {expected} shares, "
+            f"got {len(payloads)} (batch count {count})",
+        }
+    try:
+        total = 0
+        for payload in payloads:
+            total += decode_share(payload, params.modulus)
+        result = analyze_sum(total % params.modulus, clients, params)
+    except CloakError as exc:
+        return {**base, "status": "error", "error": str(exc)}
+    return {
+        **base,
+        "status": "ok",
+        "estimate": result.estimate,
+        "estimate_exact": f"{result.estimate_exact.numerator}/{result.estimate_exact.denominator}",
+        "raw_sum": str(result.raw_sum),
+        "clamped": result.clamped,
+        "precision": params.precision,
+    }
+
+
+class AnalyzerNode(SinkNode):
+    """:class:`~mixnet.server.SinkNode` that runs the cloak's analyzer."""
+
+    def __init__(
+        self,
+        settings: NodeSettings,
+        store: NodeStore,
+        params: CloakParams,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(settings, store, clock=clock)
+        self.params = params
+        self._waiters: dict[int, asyncio.Event] = {}
+        self.handlers["subscribe"] = self._on_subscribe
+
+    def _event(self, round_id: int) -> asyncio.Event:
+        return self._waiters.setdefault(round_id, asyncio.Event())
+
+    def _publish(self, round_id: int, result: dict[str, Any]) -> None:
+        self.store.put_result(round_id, result)
+        self._event(round_id).set()
+
+    async def on_batch(
+        self, round_id: int, clients: int, count: int, payloads: list[bytes]
+    ) -> None:
+        started = self.clock()
+        result = await asyncio.to_thread(
+            analyze_batch, round_id, clients, count, payloads, self.params
+        )
+        result["completed_at"] = self.clock()
+        result["analyze_seconds"] = result["completed_at"] - started
+        self._round_metrics(round_id).update(
+            {"messages": len(payloads), "analyze_seconds": result["analyze_seconds"]}
+        )
+        self._publish(round_id, result)
+
+    def on_abort(self, round_id: int) -> None:
+        self._publish(round_id, {"round": round_id, "status": "aborted"})
+
+    def result(self, round_id: int) -> dict[str, Any] | None:
+        return self.store.get_result(round_id)
+
+    def routes(self, path: str) -> tuple[int, object] | None:
+        if path == "/rounds":
+            return 200, [r.round_id for r in self.store.rounds()]
+        if not path.startswith("/rounds/"):
+            return None
+        tail = path[len("/rounds/") :]
+        if not tail.isdigit() or len(tail) > 19:
+            return 400, {"error": "round id must be a non-negative integer"}
+        round_id = int(tail)
+        result = self.result(round_id)
+        if result is not None:
+            return 200, result
+        known = self.store.get_round(round_id) is not None
+        return 404, {"round": round_id, "status": "pending" if known else "unknown"}
+
+    async def _on_subscribe(
+        self, conn: ServerConnection, frame: dict[str, object]
+    ) -> dict[str, object]:
+        round_id = get_int(frame, "round", min_value=0, max_value=ROUND_ID_MAX)
+        result = self.result(round_id)
+        if result is None:
+            try:
+                await asyncio.wait_for(self._event(round_id).wait(), timeout=SUBSCRIBE_WAIT)
+            except TimeoutError:
+                return {"type": "pending", "round": round_id}
+            result = self.result(round_id)
+            if result is None:
+                raise UnknownRound(f"round {round_id} has no result")
+        return {"type": "result", **result}

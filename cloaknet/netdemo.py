@@ -1,0 +1,293 @@
+"""``cloaknet demo``: the whole system as separate OS processes on 127.0.0.1.
+
+Plans parameters, writes identity keys and a chain file into a temporary directory, starts
+every mix and the analyzer as ``python -m cloaknet node ...`` processes on ports picked at
+start, waits for ``/healthz``, runs the users as concurrent clients of the websocket client
+library, follows the round through every hop, prints the result, and stops every process it
+started — also on Ctrl-C and on failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cloaknet.chainfile import generate_node_keys, write_chain_file
+from cloaknet.client import connect
+from cloaknet.encoding import quantize
+from cloaknet.planner import plan
+from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+
+__all__ = ["DemoError", "run_network_demo"]
+
+HOST = "127.0.0.1"
+
+
+class DemoError(RuntimeError):
+    """A node failed to start or the round did not finish."""
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports the OS hands out for port 0 right now (the demo binds them moments later)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _get_json(url: str, timeout: float = 2.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback only
+        return json.loads(response.read())
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(
+            f"http://{HOST}:{port}/healthz", timeout=1.0
+        ) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+class _Processes:
+    """The node processes the demo started; :meth:`stop_all` ends every one of them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, args: list[str]) -> None:
+        log = (self.directory / f"{name}.log").open("wb")
+        self.procs[name] = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [sys.executable, "-m", "cloaknet", "node", *args],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        log.close()
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                tail = (self.directory / f"{name}.log").read_text(errors="replace")[-2000:]
+                raise DemoError(f"node {name} exited with {proc.returncode}:\n{tail}")
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+
+
+def run_network_demo(
+    *,
+    users: int,
+    mixes: int,
+    epsilon: float,
+    delta: float,
+    precision: int | None,
+    mode: str,
+    data_seed: int | None,
+    as_json: bool,
+    keep: bool = False,
+    concurrency: int = 32,
+) -> int:
+    """Run the multi-process demo; prints a table or one JSON object; returns 0."""
+    started = time.perf_counter()
+    chosen = plan(users, epsilon, delta, precision, mode)
+    params = chosen.params
+    values = np.random.default_rng(data_seed).random(users)
+    directory = Path(tempfile.mkdtemp(prefix="cloaknet-demo-"))
+    procs = _Processes(directory)
+    console = Console(stderr=True)
+    try:
+        names = [f"mix{i + 1}" for i in range(mixes)]
+        keys = generate_node_keys(directory, names)
+        ports = _free_ports(mixes + 1)
+        policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=3600.0,
+                             below_min="wait")
+        config = ChainConfig(
+            chain_id="demo",
+            mixes=tuple(NodeInfo(n, f"ws://{HOST}:{p}", keys[n])
+                        for n, p in zip(names, ports, strict=False)),
+            analyzer=NodeInfo("analyzer", f"ws://{HOST}:{ports[-1]}", None),
+            policy=policy,
+            sections={},
+        )
+        chain_path = directory / "chain.toml"
+        write_chain_file(chain_path, config, params, chosen)
+        base = ["--chain", str(chain_path)]
+        procs.start("analyzer", [*base, "--name", "analyzer"])
+        for name in reversed(names):
+            procs.start(name, [*base, "--name", name, "--key", str(directory / f"{name}.key")])
+        limit = time.monotonic() + 30
+        while not all(_healthy(p) for p in ports):
+            procs.check_alive()
+            if time.monotonic() > limit:
+                raise DemoError("nodes did not report /healthz within 30 s")
+            time.sleep(0.05)
+        outcome = asyncio.run(
+            _drive(chain_path, values.tolist(), ports, names, console,
+                   quiet=as_json, concurrency=concurrency, procs=procs)
+        )
+    except KeyboardInterrupt:
+        console.print("interrupted: stopping every node")
+        raise
+    finally:
+        procs.stop_all()
+        if not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+    seconds = time.perf_counter() - started
+    rounded = Fraction(sum(quantize(float(v), params.precision) for v in values),
+                       params.precision)
+    summary: dict[str, Any] = {
+        "users": users,
+        "mixes": mixes,
+        "mode": chosen.mode,
+        "messages_per_user": params.messages,
+        "modulus": params.modulus,
+        "precision": params.precision,
+        "epsilon": chosen.epsilon,
+        "delta": chosen.delta,
+        "round": outcome["round"],
+        "true_sum": float(np.sum(values)),
+        "rounded_sum": float(rounded),
+        "rounded_sum_exact": f"{rounded.numerator}/{rounded.denominator}",
+        "estimate": outcome["result"]["estimate"],
+        "estimate_exact": outcome["result"]["estimate_exact"],
+        "error": outcome["result"]["estimate"] - float(np.sum(values)),
+        "expected_rmse": chosen.expected_rmse,
+        "seconds": seconds,
+        "submit_seconds": outcome["submit_seconds"],
+        "hop_messages_per_second": outcome["hop_rates"],
+        "hop_seconds": outcome["hop_seconds"],
+        "directory": str(directory) if keep else None,
+    }
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_table(summary)
+    return 0
+
+
+async def _drive(
+    chain_path: Path,
+    values: list[float],
+    ports: list[int],
+    names: list[str],
+    console: Console,
+    *,
+    quiet: bool,
+    concurrency: int,
+    procs: _Processes,
+) -> dict[str, Any]:
+    hops = [*names, "analyzer"]
+    with Progress(
+        TextColumn("{task.description:<14}"), BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,}"), TimeElapsedColumn(),
+        console=console, disable=quiet,
+    ) as bars:
+        submit_task = bars.add_task("submitting", total=len(values))
+        hop_tasks: dict[str, TaskID] = {
+            hop: bars.add_task(f"hop {hop}", total=1) for hop in hops
+        }
+        t0 = time.perf_counter()
+        async with connect(chain_path, connections=8) as net:
+            receipts = await net.submit_many(
+                values, concurrency=concurrency,
+                progress=lambda k: bars.advance(submit_task, k),
+            )
+            submit_seconds = time.perf_counter() - t0
+            rounds = sorted({r.round for r in receipts})
+            if len(rounds) != 1:
+                raise DemoError(f"users landed in several rounds: {rounds}")
+            round_id = rounds[0]
+            result_task = asyncio.create_task(net.result(round_id))
+            while not result_task.done():
+                procs.check_alive()
+                statuses = await asyncio.to_thread(_statuses, ports)
+                for hop, status in zip(hops, statuses, strict=True):
+                    info = status.get("metrics", {}).get("rounds", {}).get(str(round_id), {})
+                    done = "forwarded_at" in info or "analyze_seconds" in info
+                    bars.update(hop_tasks[hop], completed=1 if done else 0)
+                await asyncio.wait({result_task}, timeout=0.2)
+            result = await result_task
+        statuses = await asyncio.to_thread(_statuses, ports)
+        for hop in hops:
+            bars.update(hop_tasks[hop], completed=1)
+    rates: list[float] = []
+    seconds: list[float] = []
+    for status in statuses:
+        info = status.get("metrics", {}).get("rounds", {}).get(str(round_id), {})
+        busy = sum(float(info.get(key, 0.0)) for key in
+                   ("peel_seconds", "mix_seconds", "forward_seconds", "analyze_seconds"))
+        messages = float(info.get("messages", 0))
+        seconds.append(busy)
+        rates.append(messages / busy if busy > 0 else 0.0)
+    return {"round": round_id, "result": result.raw, "submit_seconds": submit_seconds,
+            "hop_rates": rates, "hop_seconds": seconds}
+
+
+def _statuses(ports: list[int]) -> list[dict[str, Any]]:
+    out = []
+    for port in ports:
+        try:
+            out.append(_get_json(f"http://{HOST}:{port}/status"))
+        except (OSError, ValueError):
+            out.append({})
+    return out
+
+
+def _print_table(summary: dict[str, Any]) -> None:
+    table = Table(title=f"cloaknet demo — {summary['users']:,} users, {summary['mixes']} mixes, "
+                        f"{summary['mode']}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("messages per user m", str(summary["messages_per_user"]))
+    table.add_row("(epsilon, delta)", f"({summary['epsilon']:.4g}, {summary['delta']:.3g})")
+    table.add_row("true sum", f"{summary['true_sum']:.6f}")
+    table.add_row("rounded sum  Σ⌊x·k⌋/k", f"{summary['rounded_sum']:.6f}")
+    table.add_row("estimate", f"{summary['estimate']:.6f}")
+    table.add_row("error (estimate − true)", f"{summary['error']:+.6f}")
+    table.add_row("expected RMSE", f"{summary['expected_rmse']:.4g}")
+    table.add_row("submit time", f"{summary['submit_seconds']:.2f} s")
+    for i, (rate, secs) in enumerate(
+        zip(summary["hop_messages_per_second"], summary["hop_seconds"], strict=True)
+    ):
+        label = f"mix{i + 1}" if i < summary["mixes"] else "analyzer"
+        table.add_row(f"{label}: messages/s", f"{rate:,.0f}  ({secs:.2f} s)")
+    table.add_row("wall time", f"{summary['seconds']:.2f} s")
+    Console().print(table)

@@ -1,0 +1,333 @@
+"""The sans-I/O core of a mix node: round intake, batch assembly and mixing.
+
+Nothing here touches sockets, clocks or global randomness: time arrives as ``now`` (unix
+seconds) and randomness through an injected ``randbelow`` (default :func:`secrets.randbelow`).
+The websocket server in :mod:`mixnet.server` feeds frames in and carries out what the core
+decides. Two intake machines exist:
+
+* :class:`EntryIntake` — the first mix's round: client submissions of exactly ``m`` onions,
+  accepted all-or-none, at most one per client id, closed by the round policy.
+* :class:`BatchIntake` — every later node's round (mixes and the analyzer): the predecessor's
+  batch arriving in numbered chunks, deduplicated by (round, sender, chunk) and checked for
+  consistent counts.
+
+:func:`mix_batch` drops duplicate payloads and applies a uniform permutation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mixnet.errors import (
+    BadLength,
+    DuplicateClient,
+    MalformedFrame,
+    RoundClosed,
+    UnknownRound,
+    WrongCount,
+)
+
+__all__ = [
+    "MAX_CLIENT_ID_LENGTH",
+    "BatchIntake",
+    "ChunkOutcome",
+    "EntryIntake",
+    "IntakePolicy",
+    "mix_batch",
+    "onion_digest",
+    "split_chunks",
+    "uniform_permutation",
+]
+
+MAX_CLIENT_ID_LENGTH = 128
+
+RandBelow = Callable[[int], int]
+
+
+def onion_digest(onions: Sequence[bytes]) -> bytes:
+    """BLAKE2b-256 over a submission's onions (length-prefixed), to recognise exact retries."""
+    h = hashlib.blake2b(digest_size=32, person=b"mixnet-submit")
+    for onion in onions:
+        h.update(len(onion).to_bytes(4, "big"))
+        h.update(onion)
+    return h.digest()
+
+
+def _item_hash(item: bytes) -> bytes:
+    return hashlib.blake2b(item, digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class IntakePolicy:
+    """When the entry mix closes a round.
+
+    A round closes as soon as ``max_clients`` submissions are accepted, or at ``deadline`` if
+    at least ``min_clients`` were accepted. Below ``min_clients`` at the deadline it keeps
+    waiting (``below_min="wait"``: it then closes the moment ``min_clients`` is reached) or is
+    aborted (``"abort"``). A round never closes with fewer than ``min_clients``.
+    """
+
+    min_clients: int
+    max_clients: int
+    deadline_seconds: float
+    below_min: Literal["wait", "abort"] = "wait"
+
+    def __post_init__(self) -> None:
+        if self.min_clients < 1 or self.max_clients < self.min_clients:
+            raise ValueError("need 1 <= min_clients <= max_clients")
+        if not self.deadline_seconds > 0:
+            raise ValueError("deadline_seconds must be > 0")
+        if self.below_min not in ("wait", "abort"):
+            raise ValueError("below_min must be 'wait' or 'abort'")
+
+
+EntryStatus = Literal["open", "closed", "aborted"]
+
+
+@dataclass
+class EntryIntake:
+    """One round at the entry mix.
+
+    Use: :meth:`check` a submission (cheap, before any crypto), peel it, then :meth:`accept`
+    it (after it is stored). :meth:`poll` applies the deadline. The intake only counts; the
+    peeled payloads live in the node's store.
+    """
+
+    round_id: int
+    messages: int
+    onion_length: int
+    policy: IntakePolicy
+    opened_at: float
+    status: EntryStatus = "open"
+    accepted: dict[str, bytes] = field(default_factory=dict)  # client -> digest
+    _onion_hashes: set[bytes] = field(default_factory=set)
+    _deadline_seen: bool = False
+
+    @property
+    def deadline(self) -> float:
+        return self.opened_at + self.policy.deadline_seconds
+
+    @property
+    def clients(self) -> int:
+        return len(self.accepted)
+
+    def check(self, client: str, onions: Sequence[bytes]) -> bytes | None:
+        """Validate a submission before any cryptography.
+
+        Returns the submission's digest, or ``None`` if this exact submission was already
+        accepted (an idempotent retry: answer it ``accepted`` again without storing anything).
+
+        :raises RoundClosed: the round no longer accepts submissions.
+        :raises MalformedFrame: bad client id.
+        :raises WrongCount: not exactly ``messages`` onions.
+        :raises BadLength: an onion of the wrong length.
+        :raises DuplicateClient: the client already has a different accepted submission, or an
+            onion repeats one already in this round (a replay).
+        """
+        if self.status != "open":
+            if self.status == "closed" and self._is_exact_retry(client, onions):
+                return None  # it is in the round: acknowledge it again
+            raise RoundClosed(f"round {self.round_id} is {self.status}")
+        if not isinstance(client, str) or not 0 < len(client) <= MAX_CLIENT_ID_LENGTH:
+            raise MalformedFrame(f"client id must be 1..{MAX_CLIENT_ID_LENGTH} characters")
+        if len(onions) != self.messages:
+            raise WrongCount(f"expected {self.messages} onions, got {len(onions)}")
+        for i, onion in enumerate(onions):
+            if not isinstance(onion, bytes) or len(onion) != self.onion_length:
+                raise BadLength(f"onion {i} must be {self.onion_length} bytes")
+        digest = onion_digest(onions)
+        previous = self.accepted.get(client)
+        if previous == digest:
+            return None
+        if previous is not None:
+            raise DuplicateClient(f"client {client!r} already submitted in round {self.round_id}")
+        hashes = [_item_hash(o) for o in onions]
+        if len(set(hashes)) != len(hashes) or not self._onion_hashes.isdisjoint(hashes):
+            raise DuplicateClient("submission repeats an onion already in this round")
+        return digest
+
+    def _is_exact_retry(self, client: object, onions: Sequence[bytes]) -> bool:
+        if not isinstance(client, str) or client not in self.accepted:
+            return False
+        if len(onions) != self.messages or any(
+            not isinstance(o, bytes) or len(o) != self.onion_length for o in onions
+        ):
+            return False
+        return onion_digest(onions) == self.accepted[client]
+
+    def accept(self, client: str, onions: Sequence[bytes], digest: bytes, now: float) -> bool:
+        """Record an accepted (peeled and stored) submission. Returns True if the round
+        closed because of it. Re-checks what may have changed while the onions were peeled.
+
+        :raises RoundClosed: the round closed meanwhile (the caller must not acknowledge).
+        :raises DuplicateClient: the client was accepted meanwhile with other onions.
+        """
+        if self.status != "open":
+            raise RoundClosed(f"round {self.round_id} is {self.status}")
+        if client in self.accepted:
+            if self.accepted[client] == digest:
+                return False
+            raise DuplicateClient(f"client {client!r} already submitted in round {self.round_id}")
+        hashes = [_item_hash(o) for o in onions]
+        if not self._onion_hashes.isdisjoint(hashes):
+            raise DuplicateClient("submission repeats an onion already in this round")
+        self.accepted[client] = digest
+        self._onion_hashes.update(hashes)
+        return self._maybe_close(now)
+
+    def release(self, client: str, onions: Sequence[bytes], *, reopen: bool) -> None:
+        """Undo :meth:`accept` for a submission that could not be stored. ``reopen`` re-opens
+        the round if that accept closed it."""
+        self.accepted.pop(client, None)
+        self._onion_hashes.difference_update(_item_hash(o) for o in onions)
+        if reopen and self.status == "closed":
+            self.status = "open"
+
+    def restore(self, client: str, digest: bytes) -> None:
+        """Re-register a stored submission after a restart (no checks, no closing)."""
+        self.accepted[client] = digest
+
+    def _maybe_close(self, now: float) -> bool:
+        n = self.clients
+        if n >= self.policy.max_clients or (now >= self.deadline and n >= self.policy.min_clients):
+            self.status = "closed"
+            return True
+        return False
+
+    def poll(self, now: float) -> EntryStatus:
+        """Apply the deadline at time ``now``; returns the (possibly new) status."""
+        if self.status == "open" and now >= self.deadline:
+            self._deadline_seen = True
+            if self.clients >= self.policy.min_clients:
+                self.status = "closed"
+            elif self.policy.below_min == "abort":
+                self.status = "aborted"
+        return self.status
+
+    def next_timer(self) -> float | None:
+        """When :meth:`poll` should next be called (``None`` if never)."""
+        if self.status != "open" or self._deadline_seen:
+            return None  # past the deadline only an accept can close a waiting round
+        return self.deadline
+
+
+ChunkOutcome = Literal["stored", "duplicate", "complete"]
+
+
+@dataclass
+class BatchIntake:
+    """One round's incoming batch at a node after the entry mix.
+
+    The first chunk fixes ``chunks``, ``clients`` and ``count``; later chunks must agree.
+    """
+
+    round_id: int
+    sender: str
+    payload_length: int
+    chunks: int | None = None
+    clients: int | None = None
+    count: int | None = None
+    received: dict[int, int] = field(default_factory=dict)  # chunk index -> payloads in it
+    dropped: int = 0
+
+    def check(
+        self,
+        sender: str,
+        index: int,
+        chunks: int,
+        clients: int,
+        count: int,
+        payloads: Sequence[bytes],
+    ) -> bool:
+        """Validate a chunk. Returns False if it is a duplicate of a stored chunk.
+
+        :raises UnknownRound: wrong sender for this round.
+        :raises WrongCount: counts disagree with earlier chunks, index out of range, or more
+            payloads than the batch's count.
+        :raises BadLength: a payload of the wrong length.
+        """
+        if sender != self.sender:
+            raise UnknownRound(f"round {self.round_id} expects batches from {self.sender!r}")
+        if chunks < 1 or not 0 <= index < chunks:
+            raise WrongCount(f"chunk index {index} out of range for {chunks} chunks")
+        if clients < 0 or count < 0:
+            raise WrongCount("negative counts")
+        if self.chunks is not None and (chunks, clients, count) != (
+            self.chunks,
+            self.clients,
+            self.count,
+        ):
+            raise WrongCount("chunk counts disagree with earlier chunks of this batch")
+        if index in self.received:
+            return False
+        for i, payload in enumerate(payloads):
+            if not isinstance(payload, bytes) or len(payload) != self.payload_length:
+                raise BadLength(f"payload {i} must be {self.payload_length} bytes")
+        if sum(self.received.values()) + len(payloads) > count:
+            raise WrongCount(f"batch holds more than its count of {count} payloads")
+        return True
+
+    def record(
+        self, index: int, chunks: int, clients: int, count: int, size: int, dropped: int = 0
+    ) -> ChunkOutcome:
+        """Record a checked and stored chunk of ``size`` payloads (``dropped`` of which failed to
+        peel). Returns "complete" when every chunk is in."""
+        if index in self.received:
+            return "duplicate"
+        if self.chunks is not None and (chunks, clients, count) != (
+            self.chunks, self.clients, self.count
+        ):
+            raise WrongCount("chunk counts disagree with earlier chunks of this batch")
+        if self.total_received + size > count:
+            raise WrongCount(f"batch holds more than its count of {count} payloads")
+        self.chunks, self.clients, self.count = chunks, clients, count
+        self.received[index] = size
+        self.dropped += dropped
+        return "complete" if self.complete else "stored"
+
+    @property
+    def complete(self) -> bool:
+        return self.chunks is not None and len(self.received) == self.chunks
+
+    @property
+    def total_received(self) -> int:
+        return sum(self.received.values())
+
+
+def uniform_permutation(size: int, randbelow: RandBelow = secrets.randbelow) -> list[int]:
+    """A uniformly random permutation of range(size): Fisher–Yates with exact ``randbelow``."""
+    perm = list(range(size))
+    for i in range(size - 1, 0, -1):
+        j = randbelow(i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+def mix_batch(
+    payloads: Sequence[bytes], randbelow: RandBelow = secrets.randbelow
+) -> tuple[list[bytes], int]:
+    """Drop duplicate payloads (keeping one of each) and apply a uniform permutation.
+
+    Returns (mixed payloads, number of duplicates dropped).
+    """
+    seen: set[bytes] = set()
+    unique: list[bytes] = []
+    for payload in payloads:
+        h = _item_hash(payload)
+        if h not in seen:
+            seen.add(h)
+            unique.append(payload)
+    perm = uniform_permutation(len(unique), randbelow)
+    return [unique[i] for i in perm], len(payloads) - len(unique)
+
+
+def split_chunks(payloads: Sequence[bytes], size: int) -> list[list[bytes]]:
+    """Cut a batch into chunks of at most ``size`` payloads (at least one chunk, maybe empty)."""
+    if size < 1:
+        raise ValueError("chunk size must be >= 1")
+    chunks = [list(payloads[i : i + size]) for i in range(0, len(payloads), size)]
+    return chunks or [[]]

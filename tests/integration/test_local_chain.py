@@ -1,0 +1,38 @@
+"""End to end through a real in-process chain: websockets, onions, sqlite, the analyzer."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cloaknet.client import connect
+from cloaknet.encoding import quantize
+from cloaknet.localchain import local_chain
+from cloaknet.planner import plan
+from mixnet.chain import RoundPolicy
+
+
+@pytest.mark.parametrize("mode", ["sum-preserving", "single-user"])
+async def test_round_through_three_mixes(tmp_path: Path, mode: str) -> None:
+    users = 40
+    chosen = plan(users, 1.0, 1e-6, mode=mode)
+    policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=60.0)
+    values = np.random.default_rng(1).random(users).tolist()
+    async with (
+        local_chain(tmp_path, chosen.params, policy, mixes=3) as chain,
+        connect(chain.chain) as net,
+    ):
+        receipts = await net.submit_many(values, concurrency=8)
+        rounds = {r.round for r in receipts}
+        assert len(rounds) == 1
+        result = await net.result(rounds.pop(), timeout=60)
+    assert result.users == users
+    rounded = Fraction(sum(quantize(v, chosen.params.precision) for v in values),
+                       chosen.params.precision)
+    if mode == "sum-preserving":
+        assert Fraction(result.raw["estimate_exact"]) == rounded
+    else:
+        assert abs(result.estimate - float(rounded)) < 10 * chosen.expected_rmse + 1

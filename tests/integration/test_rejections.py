@@ -1,0 +1,135 @@
+"""Every rejection at the entry mix is an error frame, the connection keeps serving, and the
+honest round running at the same time still ends with the exact sum."""
+
+from __future__ import annotations
+
+import asyncio
+from fractions import Fraction
+from pathlib import Path
+
+import msgpack
+import numpy as np
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+
+from cloaknet.client import ChainClient, connect
+from cloaknet.encoding import quantize
+from cloaknet.localchain import LocalChain, local_chain
+from cloaknet.planner import plan
+from mixnet.chain import RoundPolicy
+from mixnet.onion import wrap
+from mixnet.wire import decode_frame, encode_frame
+
+HONEST = 12
+
+
+async def ask(ws: ClientConnection, payload: bytes | str) -> dict[str, object]:
+    await ws.send(payload)
+    raw = await ws.recv()
+    assert isinstance(raw, bytes)
+    return decode_frame(raw, max_size=1 << 24)
+
+
+async def still_serving(ws: ClientConnection) -> None:
+    reply = await ask(ws, encode_frame({"type": "status"}))
+    assert reply["type"] == "status"
+
+
+async def expect_error(ws: ClientConnection, payload: bytes | str, code: str) -> None:
+    reply = await ask(ws, payload)
+    assert reply["type"] == "error", reply
+    assert reply["code"] == code, reply
+    assert isinstance(reply["reason"], str) and reply["reason"]
+    await still_serving(ws)
+
+
+async def attack(chain: LocalChain, net: ChainClient, round_id: int) -> None:
+    info = await net._current_round()
+    assert info.round_id == round_id
+    good = await asyncio.to_thread(net._prepare, 0.5, info, False)
+    fresh = await asyncio.to_thread(net._prepare, 0.25, info, False)
+    m = len(good)
+    url = chain.chain.config.mixes[0].url
+    async with ws_connect(url, compression=None, max_size=1 << 24) as ws:
+        def submit(client: str, onions: list[bytes], rnd: int = round_id) -> bytes:
+            return encode_frame({"type": "submit", "round": rnd, "client": client,
+                                 "onions": onions})
+
+        await expect_error(ws, b"\xc1\xc1 not msgpack", "malformed-frame")
+        await expect_error(ws, "a text frame", "malformed-frame")
+        await expect_error(ws, msgpack.packb([1, 2, 3]), "malformed-frame")
+        await expect_error(ws, msgpack.packb({"v": 99, "type": "submit"}), "unsupported-version")
+        await expect_error(ws, encode_frame({"type": "launch-missiles"}), "unexpected-type")
+        await expect_error(ws, encode_frame({"type": "batch", "round": round_id}),
+                           "unexpected-type")
+        await expect_error(ws, submit("a1", good[:-1]), "wrong-count")
+        await expect_error(ws, submit("a2", [*good[:-1], good[-1][:-1]]), "bad-length")
+        tampered = bytearray(good[0])
+        tampered[40] ^= 1
+        await expect_error(ws, submit("a3", [bytes(tampered), *good[1:]]), "decryption-failed")
+        other_round = [wrap(b"\x00" * chain.chain.payload_length, info.public_keys,
+                            chain_id=chain.chain.config.chain_id, round_id=round_id + 1)
+                       for _ in range(m)]
+        await expect_error(ws, submit("a4", other_round), "binding-mismatch")
+        await expect_error(ws, submit("a5", good, rnd=round_id + 1000), "unknown-round")
+        await expect_error(ws, submit("", good), "malformed-frame")
+        oversize = encode_frame({"type": "submit", "round": round_id, "client": "big",
+                                 "onions": [b"\x00" * 1024] * (m + 70)})
+        await expect_error(ws, oversize, "frame-too-large")
+        # a well-formed submission from one more user: counts, and its exact retry is
+        # acknowledged again without counting twice
+        reply = await ask(ws, submit("late-user", good))
+        assert reply["type"] == "accepted"
+        reply = await ask(ws, submit("late-user", good))
+        assert reply["type"] == "accepted"
+        await expect_error(ws, submit("late-user", fresh), "duplicate-client")
+        await expect_error(ws, submit("replayer", [good[0], *fresh[1:]]), "duplicate-client")
+        await expect_error(ws, submit("self-dup", [fresh[0]] * m), "duplicate-client")
+        # the last user of the round: its submission closes the round
+        reply = await ask(ws, submit("closer", fresh))
+        assert reply["type"] == "accepted"
+
+
+async def test_rejections_leave_the_honest_round_exact(tmp_path: Path) -> None:
+    users = HONEST + 2  # the honest clients, then "late-user" and "closer" over raw frames
+    chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
+    policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=120.0)
+    values = np.random.default_rng(7).random(HONEST).tolist()
+    async with local_chain(tmp_path, chosen.params, policy, mixes=2) as chain, \
+            connect(chain.chain) as net:
+        receipts = await net.submit_many(values, concurrency=4)
+        round_id = receipts[0].round
+        await attack(chain, net, round_id)
+        result = await net.result(round_id, timeout=60)
+        # the round is closed now: a late submission is refused as such
+        info = await net._current_round(refresh=True)
+        assert info.round_id == round_id + 1
+        late = await asyncio.to_thread(net._prepare, 0.5, info, False)
+        async with ws_connect(chain.chain.config.mixes[0].url, compression=None,
+                              max_size=1 << 24) as ws:
+            await expect_error(ws, encode_frame({"type": "submit", "round": round_id,
+                                                 "client": "too-late", "onions": late}),
+                               "round-closed")
+    k = chosen.params.precision
+    expected = Fraction(sum(quantize(v, k) for v in [*values, 0.5, 0.25]), k)
+    assert result.users == users
+    assert Fraction(result.raw["estimate_exact"]) == expected
+
+
+async def test_inner_nodes_reject_strangers(tmp_path: Path) -> None:
+    chosen = plan(4, 1.0, 1e-6, mode="sum-preserving")
+    policy = RoundPolicy(min_users=4, max_users=4, deadline_seconds=60.0)
+    async with local_chain(tmp_path, chosen.params, policy, mixes=2) as chain:
+        mix2 = chain.chain.config.mixes[1].url
+        async with ws_connect(mix2, compression=None, max_size=1 << 24) as ws:
+            await expect_error(ws, encode_frame({"type": "submit", "round": 1, "client": "x",
+                                                 "onions": []}), "unexpected-type")
+            await expect_error(ws, encode_frame({
+                "type": "batch", "round": 1, "sender": "impostor", "chunk": 0, "chunks": 1,
+                "clients": 1, "count": 0, "payloads": []}), "unknown-round")
+            await expect_error(ws, encode_frame({
+                "type": "batch", "round": 77, "sender": "mix1", "chunk": 0, "chunks": 1,
+                "clients": 1, "count": 0, "payloads": []}), "unknown-round")
+            await expect_error(ws, encode_frame({
+                "type": "batch", "round": 1, "sender": "mix1", "chunk": 5, "chunks": 1,
+                "clients": 1, "count": 0, "payloads": []}), "wrong-count")

@@ -1,0 +1,1045 @@
+"""Tests for mixnet.core: the sans-I/O round intake, batch assembly and mixing of a mix node.
+
+Time is always passed explicitly as ``now``; randomness is injected where determinism is
+needed. Nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import secrets
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+from scipy.stats import chisquare
+
+from mixnet.core import (
+    MAX_CLIENT_ID_LENGTH,
+    BatchIntake,
+    EntryIntake,
+    IntakePolicy,
+    mix_batch,
+    onion_digest,
+    split_chunks,
+    uniform_permutation,
+)
+from mixnet.errors import (
+    BadLength,
+    DuplicateClient,
+    MalformedFrame,
+    MixnetError,
+    RoundClosed,
+    UnknownRound,
+    WrongCount,
+)
+
+M = 3  # onions per submission
+ONION_LEN = 16
+OPENED_AT = 1000.0
+DEADLINE_S = 10.0
+DEADLINE = OPENED_AT + DEADLINE_S
+
+_counter = itertools.count()
+
+
+def fresh_onion() -> bytes:
+    """A distinct onion of the right length (content never repeats within a test run)."""
+    return next(_counter).to_bytes(ONION_LEN, "big")
+
+
+def fresh_onions(m: int = M) -> list[bytes]:
+    return [fresh_onion() for _ in range(m)]
+
+
+def make_entry(
+    min_clients: int = 2,
+    max_clients: int = 4,
+    below_min: str = "wait",
+    deadline_seconds: float = DEADLINE_S,
+    opened_at: float = OPENED_AT,
+) -> EntryIntake:
+    policy = IntakePolicy(min_clients, max_clients, deadline_seconds, below_min)  # type: ignore[arg-type]
+    return EntryIntake(1, M, ONION_LEN, policy, opened_at)
+
+
+def status_of(intake: EntryIntake) -> str:
+    """The intake's status, read afresh (keeps type checkers from narrowing it)."""
+    return intake.status
+
+
+def submit(intake: EntryIntake, client: str, onions: Sequence[bytes], now: float) -> bool:
+    """check + accept as the server does; returns accept's result (False for a retry)."""
+    digest = intake.check(client, onions)
+    if digest is None:
+        return False
+    return intake.accept(client, onions, digest, now)
+
+
+# ================================================================== IntakePolicy
+
+
+class TestIntakePolicy:
+    def test_valid_policies(self) -> None:
+        p = IntakePolicy(1, 1, 0.001)
+        assert p.below_min == "wait"
+        assert IntakePolicy(2, 5, 30.0, "abort").below_min == "abort"
+
+    @pytest.mark.parametrize(
+        ("min_clients", "max_clients"),
+        [(0, 1), (-1, 3), (3, 2), (2, 1), (0, 0)],
+    )
+    def test_bad_client_bounds(self, min_clients: int, max_clients: int) -> None:
+        with pytest.raises(ValueError, match="min_clients"):
+            IntakePolicy(min_clients, max_clients, 10.0)
+
+    @pytest.mark.parametrize("deadline", [0.0, -1.0, -0.0, math.nan, -math.inf])
+    def test_bad_deadline(self, deadline: float) -> None:
+        with pytest.raises(ValueError, match="deadline"):
+            IntakePolicy(1, 2, deadline)
+
+    @pytest.mark.parametrize("below_min", ["drop", "", "WAIT", None])
+    def test_bad_below_min(self, below_min: object) -> None:
+        with pytest.raises(ValueError, match="below_min"):
+            IntakePolicy(1, 2, 10.0, below_min)  # type: ignore[arg-type]
+
+    def test_frozen(self) -> None:
+        p = IntakePolicy(1, 2, 10.0)
+        with pytest.raises(AttributeError):
+            p.min_clients = 5  # type: ignore[misc]
+
+
+# ================================================================== EntryIntake: accept path
+
+
+class TestEntryAccept:
+    def test_initial_state(self) -> None:
+        intake = make_entry()
+        assert intake.status == "open"
+        assert intake.clients == 0
+        assert intake.deadline == DEADLINE
+        assert intake.next_timer() == DEADLINE
+
+    def test_check_returns_digest_and_accept_records(self) -> None:
+        intake = make_entry()
+        onions = fresh_onions()
+        digest = intake.check("alice", onions)
+        assert digest == onion_digest(onions)
+        # check alone records nothing
+        assert intake.clients == 0
+        assert intake.accept("alice", onions, digest, OPENED_AT + 1) is False
+        assert intake.clients == 1
+        assert intake.accepted == {"alice": digest}
+        assert intake.status == "open"
+
+    def test_client_id_at_max_length_is_fine(self) -> None:
+        intake = make_entry()
+        client = "c" * MAX_CLIENT_ID_LENGTH
+        assert submit(intake, client, fresh_onions(), OPENED_AT) is False
+        assert intake.clients == 1
+
+    def test_accepts_a_tuple_of_onions(self) -> None:
+        # a tuple of onions is as good as a list
+        intake = make_entry()
+        onions = tuple(fresh_onions())
+        assert intake.check("t", onions) == onion_digest(list(onions))
+
+
+# ================================================================== EntryIntake: check errors
+
+
+class TestEntryCheckErrors:
+    @pytest.mark.parametrize("m", [M - 1, M + 1, 0])
+    def test_wrong_count(self, m: int) -> None:
+        intake = make_entry()
+        with pytest.raises(WrongCount) as exc:
+            intake.check("alice", fresh_onions(m))
+        assert exc.value.code == "wrong-count"
+
+    @pytest.mark.parametrize("length", [0, ONION_LEN - 1, ONION_LEN + 1])
+    def test_wrong_length_onion(self, length: int) -> None:
+        intake = make_entry()
+        onions = fresh_onions()
+        onions[1] = b"\x00" * length
+        with pytest.raises(BadLength) as exc:
+            intake.check("alice", onions)
+        assert exc.value.code == "bad-length"
+
+    @pytest.mark.parametrize(
+        "item",
+        ["x" * ONION_LEN, bytearray(ONION_LEN), memoryview(bytes(ONION_LEN)), None, 7],
+    )
+    def test_non_bytes_onion(self, item: object) -> None:
+        intake = make_entry()
+        onions: list[object] = list(fresh_onions())
+        onions[2] = item
+        with pytest.raises(BadLength):
+            intake.check("alice", onions)  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize("client", ["", "x" * (MAX_CLIENT_ID_LENGTH + 1), 5, None, b"id"])
+    def test_bad_client_id(self, client: object) -> None:
+        intake = make_entry()
+        with pytest.raises(MalformedFrame) as exc:
+            intake.check(client, fresh_onions())  # type: ignore[arg-type]
+        assert exc.value.code == "malformed-frame"
+
+    def test_different_submission_same_client(self) -> None:
+        intake = make_entry()
+        submit(intake, "alice", fresh_onions(), OPENED_AT)
+        with pytest.raises(DuplicateClient) as exc:
+            intake.check("alice", fresh_onions())
+        assert exc.value.code == "duplicate-client"
+        assert intake.clients == 1
+
+    def test_onion_repeated_inside_one_submission(self) -> None:
+        intake = make_entry()
+        a, b = fresh_onion(), fresh_onion()
+        with pytest.raises(DuplicateClient):
+            intake.check("alice", [a, b, a])
+        assert intake.clients == 0
+
+    def test_onion_replayed_from_another_client(self) -> None:
+        intake = make_entry()
+        alice = fresh_onions()
+        submit(intake, "alice", alice, OPENED_AT)
+        with pytest.raises(DuplicateClient):
+            intake.check("mallory", [fresh_onion(), alice[1], fresh_onion()])
+        # the whole of alice's submission replayed under another id is refused too
+        with pytest.raises(DuplicateClient):
+            intake.check("mallory", alice)
+        assert intake.clients == 1
+
+    def test_checked_but_unaccepted_onions_are_not_reserved(self) -> None:
+        # only accepted submissions count towards replay detection
+        intake = make_entry()
+        onions = fresh_onions()
+        assert intake.check("alice", onions) is not None
+        assert intake.check("bob", onions) is not None
+
+    def test_count_checked_before_lengths(self) -> None:
+        intake = make_entry()
+        with pytest.raises(WrongCount):
+            intake.check("alice", [b"short"] * (M + 1))
+
+    def test_round_closed_after_close(self) -> None:
+        intake = make_entry(min_clients=1, max_clients=1)
+        assert submit(intake, "alice", fresh_onions(), OPENED_AT) is True
+        with pytest.raises(RoundClosed) as exc:
+            intake.check("bob", fresh_onions())
+        assert exc.value.code == "round-closed"
+        # RoundClosed takes precedence over every other complaint
+        with pytest.raises(RoundClosed):
+            intake.check("", [])
+
+    def test_round_closed_after_abort(self) -> None:
+        intake = make_entry(min_clients=2, below_min="abort")
+        submit(intake, "alice", fresh_onions(), OPENED_AT)
+        assert intake.poll(DEADLINE) == "aborted"
+        with pytest.raises(RoundClosed):
+            intake.check("bob", fresh_onions())
+        # a submission accepted before the abort is gone with the round: no "accepted" retry
+        with pytest.raises(RoundClosed):
+            intake.check("alice", fresh_onions())
+
+    def test_errors_are_mixnet_errors(self) -> None:
+        intake = make_entry()
+        with pytest.raises(MixnetError):
+            intake.check("alice", [])
+
+
+# ================================================================== EntryIntake: retries, re-checks
+
+
+class TestEntryRetry:
+    def test_exact_retry_check_returns_none(self) -> None:
+        intake = make_entry()
+        onions = fresh_onions()
+        submit(intake, "alice", onions, OPENED_AT)
+        assert intake.check("alice", list(onions)) is None
+        assert intake.check("alice", tuple(onions)) is None
+        assert intake.clients == 1
+
+    def test_accept_is_idempotent(self) -> None:
+        intake = make_entry()
+        onions = fresh_onions()
+        digest = intake.check("alice", onions)
+        assert digest is not None
+        assert intake.accept("alice", onions, digest, OPENED_AT) is False
+        assert intake.accept("alice", onions, digest, OPENED_AT + 1) is False
+        assert intake.accept("alice", onions, digest, OPENED_AT + 2) is False
+        assert intake.clients == 1
+        assert intake.status == "open"
+
+    def test_repeated_accept_does_not_close_at_max(self) -> None:
+        intake = make_entry(min_clients=1, max_clients=2)
+        onions = fresh_onions()
+        digest = intake.check("alice", onions)
+        assert digest is not None
+        for _ in range(3):
+            assert intake.accept("alice", onions, digest, OPENED_AT) is False
+        assert intake.status == "open"
+
+    def test_reordered_onions_are_a_different_submission(self) -> None:
+        intake = make_entry()
+        onions = fresh_onions()
+        submit(intake, "alice", onions, OPENED_AT)
+        with pytest.raises(DuplicateClient):
+            intake.check("alice", list(reversed(onions)))
+
+    def test_accept_rechecks_client_accepted_meanwhile(self) -> None:
+        intake = make_entry()
+        s1, s2 = fresh_onions(), fresh_onions()
+        d1 = intake.check("alice", s1)
+        d2 = intake.check("alice", s2)
+        assert d1 is not None and d2 is not None
+        intake.accept("alice", s1, d1, OPENED_AT)
+        with pytest.raises(DuplicateClient):
+            intake.accept("alice", s2, d2, OPENED_AT)
+        assert intake.accepted == {"alice": d1}
+
+    def test_accept_rechecks_replay_accepted_meanwhile(self) -> None:
+        intake = make_entry()
+        shared = fresh_onion()
+        a = [shared, fresh_onion(), fresh_onion()]
+        b = [fresh_onion(), shared, fresh_onion()]
+        da = intake.check("alice", a)
+        db = intake.check("bob", b)
+        assert da is not None and db is not None
+        intake.accept("alice", a, da, OPENED_AT)
+        with pytest.raises(DuplicateClient):
+            intake.accept("bob", b, db, OPENED_AT)
+        assert intake.clients == 1
+        # bob's other onions were not reserved by the failed accept
+        c = [b[0], b[2], fresh_onion()]
+        assert intake.check("carol", c) is not None
+
+    def test_accept_rechecks_round_closed_meanwhile(self) -> None:
+        intake = make_entry(min_clients=1, max_clients=1)
+        a, b = fresh_onions(), fresh_onions()
+        da = intake.check("alice", a)
+        db = intake.check("bob", b)
+        assert da is not None and db is not None
+        assert intake.accept("alice", a, da, OPENED_AT) is True
+        with pytest.raises(RoundClosed):
+            intake.accept("bob", b, db, OPENED_AT)
+        assert intake.clients == 1
+
+    def test_exact_retry_after_close_is_still_accepted(self) -> None:
+        # alice's submission closes the round; her ack is lost and she retries.
+        intake = make_entry(min_clients=1, max_clients=1)
+        onions = fresh_onions()
+        assert submit(intake, "alice", onions, OPENED_AT) is True
+        assert intake.status == "closed"
+        assert intake.check("alice", onions) is None
+
+
+# ================================================================== EntryIntake: closing policy
+
+
+class TestEntryClosing:
+    def test_closes_at_max_clients_exactly_once(self) -> None:
+        intake = make_entry(min_clients=2, max_clients=3)
+        results = [submit(intake, f"c{i}", fresh_onions(), OPENED_AT + i) for i in range(3)]
+        assert results == [False, False, True]
+        assert intake.status == "closed"
+        assert intake.clients == 3
+        assert intake.next_timer() is None
+        with pytest.raises(RoundClosed):
+            intake.check("late", fresh_onions())
+        onions = fresh_onions()
+        with pytest.raises(RoundClosed):
+            intake.accept("late", onions, onion_digest(onions), OPENED_AT + 5)
+        assert intake.clients == 3
+        # polling a closed round changes nothing, before or after the deadline
+        assert intake.poll(OPENED_AT + 5) == "closed"
+        assert intake.poll(DEADLINE + 100) == "closed"
+
+    def test_closes_at_max_before_deadline_even_if_min_equals_max(self) -> None:
+        intake = make_entry(min_clients=2, max_clients=2)
+        assert submit(intake, "a", fresh_onions(), OPENED_AT) is False
+        assert submit(intake, "b", fresh_onions(), OPENED_AT) is True
+
+    def test_deadline_with_enough_clients_closes_via_poll(self) -> None:
+        intake = make_entry(min_clients=2, max_clients=5)
+        submit(intake, "a", fresh_onions(), OPENED_AT + 1)
+        submit(intake, "b", fresh_onions(), OPENED_AT + 2)
+        assert intake.poll(OPENED_AT + 5) == "open"
+        assert intake.poll(DEADLINE - 1e-6) == "open"
+        assert intake.status == "open"
+        assert intake.poll(DEADLINE) == "closed"
+        assert status_of(intake) == "closed"
+        assert intake.clients == 2
+        assert intake.next_timer() is None
+
+    @pytest.mark.parametrize("below_min", ["wait", "abort"])
+    def test_deadline_with_enough_clients_closes_under_either_policy(self, below_min: str) -> None:
+        intake = make_entry(min_clients=1, max_clients=5, below_min=below_min)
+        submit(intake, "a", fresh_onions(), OPENED_AT)
+        assert intake.poll(DEADLINE + 3) == "closed"
+
+    def test_accept_after_deadline_with_enough_clients_closes_immediately(self) -> None:
+        # the deadline passed but poll has not run yet: the accept itself closes the round
+        intake = make_entry(min_clients=2, max_clients=5)
+        assert submit(intake, "a", fresh_onions(), OPENED_AT) is False
+        assert submit(intake, "b", fresh_onions(), DEADLINE + 0.5) is True
+        assert intake.status == "closed"
+
+    def test_below_min_wait_stays_open_then_closes_at_min(self) -> None:
+        intake = make_entry(min_clients=3, max_clients=5, below_min="wait")
+        submit(intake, "a", fresh_onions(), OPENED_AT)
+        assert intake.poll(DEADLINE) == "open"
+        assert intake.poll(DEADLINE + 1000) == "open"
+        # still accepting after the deadline
+        assert submit(intake, "b", fresh_onions(), DEADLINE + 1001) is False
+        assert intake.status == "open"
+        assert intake.poll(DEADLINE + 1002) == "open"
+        # the accept that reaches min_clients closes the round at once
+        assert submit(intake, "c", fresh_onions(), DEADLINE + 1003) is True
+        assert status_of(intake) == "closed"
+        assert intake.clients == 3
+        with pytest.raises(RoundClosed):
+            intake.check("d", fresh_onions())
+
+    def test_below_min_wait_with_no_clients(self) -> None:
+        intake = make_entry(min_clients=1, max_clients=5, below_min="wait")
+        assert intake.poll(DEADLINE + 50) == "open"
+        assert submit(intake, "a", fresh_onions(), DEADLINE + 51) is True
+
+    def test_below_min_abort(self) -> None:
+        intake = make_entry(min_clients=3, max_clients=5, below_min="abort")
+        submit(intake, "a", fresh_onions(), OPENED_AT)
+        submit(intake, "b", fresh_onions(), OPENED_AT)
+        assert intake.poll(DEADLINE - 0.5) == "open"
+        assert intake.poll(DEADLINE) == "aborted"
+        assert intake.status == "aborted"
+        assert intake.next_timer() is None
+        # aborted is final
+        assert intake.poll(DEADLINE + 1) == "aborted"
+        with pytest.raises(RoundClosed):
+            intake.check("c", fresh_onions())
+        onions = fresh_onions()
+        with pytest.raises(RoundClosed):
+            intake.accept("c", onions, onion_digest(onions), DEADLINE + 2)
+        assert intake.status == "aborted"
+
+    def test_abort_with_zero_clients(self) -> None:
+        intake = make_entry(min_clients=1, max_clients=1, below_min="abort")
+        assert intake.poll(DEADLINE) == "aborted"
+
+    def test_before_deadline_below_min_accept_never_closes(self) -> None:
+        intake = make_entry(min_clients=3, max_clients=5)
+        for i in range(2):
+            assert submit(intake, f"c{i}", fresh_onions(), DEADLINE - 1) is False
+        assert intake.status == "open"
+
+    def test_next_timer_is_deadline_while_open(self) -> None:
+        intake = make_entry(opened_at=50.0, deadline_seconds=2.5)
+        assert intake.next_timer() == 52.5
+        submit(intake, "a", fresh_onions(), 51.0)
+        assert intake.next_timer() == 52.5
+        intake.poll(52.0)
+        assert intake.next_timer() == 52.5
+
+    def test_next_timer_none_after_close_and_abort(self) -> None:
+        closed = make_entry(min_clients=1, max_clients=1)
+        submit(closed, "a", fresh_onions(), OPENED_AT)
+        assert closed.next_timer() is None
+        aborted = make_entry(below_min="abort")
+        aborted.poll(DEADLINE)
+        assert aborted.next_timer() is None
+
+    def test_next_timer_after_deadline_below_min_wait_is_not_in_the_past(self) -> None:
+        intake = make_entry(min_clients=2, max_clients=4, below_min="wait")
+        now = DEADLINE + 1
+        assert intake.poll(now) == "open"
+        timer = intake.next_timer()
+        assert timer is None or timer > now
+
+    def test_restore_registers_without_closing(self) -> None:
+        intake = make_entry(min_clients=1, max_clients=2)
+        onions = fresh_onions()
+        digest = onion_digest(onions)
+        intake.restore("alice", digest)
+        assert intake.clients == 1
+        assert intake.status == "open"
+        # the restored client's exact retry is recognised
+        assert intake.check("alice", onions) is None
+        with pytest.raises(DuplicateClient):
+            intake.check("alice", fresh_onions())
+        # poll then applies the deadline to the restored count
+        assert intake.poll(DEADLINE) == "closed"
+
+
+# ================================================================== EntryIntake: invariant
+
+
+class EntryIntakeMachine(RuleBasedStateMachine):
+    """Random accepts, retries, replays and polls with a clock that only moves forward.
+
+    Invariants: a round never closes with fewer than min_clients, never holds more than
+    max_clients, never aborts unless below min under "abort", and every transition matches
+    the policy.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.intake: EntryIntake
+        self.now = 0.0
+        self.submissions: dict[str, list[bytes]] = {}
+        self.ids = itertools.count()
+
+    @initialize(
+        min_clients=st.integers(1, 4),
+        extra=st.integers(0, 3),
+        deadline=st.floats(0.5, 20.0),
+        below_min=st.sampled_from(["wait", "abort"]),
+        opened_at=st.floats(0.0, 1e6),
+    )
+    def setup(
+        self, min_clients: int, extra: int, deadline: float, below_min: str, opened_at: float
+    ) -> None:
+        policy = IntakePolicy(min_clients, min_clients + extra, deadline, below_min)  # type: ignore[arg-type]
+        self.intake = EntryIntake(7, M, ONION_LEN, policy, opened_at)
+        self.now = opened_at
+
+    @property
+    def policy(self) -> IntakePolicy:
+        return self.intake.policy
+
+    @rule(dt=st.floats(0.0, 8.0))
+    def advance(self, dt: float) -> None:
+        self.now += dt
+
+    @rule()
+    def submit_new(self) -> None:
+        client = f"client-{next(self.ids)}"
+        onions = fresh_onions()
+        if self.intake.status != "open":
+            with pytest.raises(RoundClosed):
+                self.intake.check(client, onions)
+            return
+        before = self.intake.clients
+        digest = self.intake.check(client, onions)
+        assert digest == onion_digest(onions)
+        closed = self.intake.accept(client, onions, digest, self.now)
+        self.submissions[client] = onions
+        n = before + 1
+        assert self.intake.clients == n
+        should_close = n >= self.policy.max_clients or (
+            self.now >= self.intake.deadline and n >= self.policy.min_clients
+        )
+        assert closed == should_close
+        assert self.intake.status == ("closed" if should_close else "open")
+
+    @precondition(lambda self: bool(self.submissions))
+    @rule(data=st.data())
+    def retry(self, data: st.DataObject) -> None:
+        client = data.draw(st.sampled_from(sorted(self.submissions)))
+        onions = self.submissions[client]
+        if self.intake.status == "aborted":
+            with pytest.raises(RoundClosed):
+                self.intake.check(client, onions)
+            return
+        if self.intake.status == "closed":
+            # an exact retry of an accepted submission is acknowledged again after closing
+            assert self.intake.check(client, onions) is None
+            return
+        before = self.intake.clients
+        assert self.intake.check(client, onions) is None
+        assert self.intake.accept(client, onions, onion_digest(onions), self.now) is False
+        assert self.intake.clients == before
+        assert self.intake.status == "open"
+
+    @precondition(lambda self: bool(self.submissions))
+    @rule(data=st.data())
+    def replay(self, data: st.DataObject) -> None:
+        victim = data.draw(st.sampled_from(sorted(self.submissions)))
+        stolen = data.draw(st.sampled_from(self.submissions[victim]))
+        onions = fresh_onions()
+        onions[data.draw(st.integers(0, M - 1))] = stolen
+        expected: type[MixnetError] = (
+            DuplicateClient if self.intake.status == "open" else RoundClosed
+        )
+        with pytest.raises(expected):
+            self.intake.check(f"client-{next(self.ids)}", onions)
+
+    @rule()
+    def poll(self) -> None:
+        before = self.intake.status
+        n = self.intake.clients
+        status = self.intake.poll(self.now)
+        assert status == self.intake.status
+        if before != "open":
+            assert status == before
+        elif self.now < self.intake.deadline:
+            assert status == "open"
+        elif n >= self.policy.min_clients:
+            assert status == "closed"
+        elif self.policy.below_min == "abort":
+            assert status == "aborted"
+        else:
+            assert status == "open"
+
+    @invariant()
+    def never_closes_below_min(self) -> None:
+        if self.intake.status == "closed":
+            assert self.intake.clients >= self.policy.min_clients
+
+    @invariant()
+    def never_above_max(self) -> None:
+        assert self.intake.clients <= self.policy.max_clients
+
+    @invariant()
+    def abort_only_below_min(self) -> None:
+        if self.intake.status == "aborted":
+            assert self.policy.below_min == "abort"
+            assert self.intake.clients < self.policy.min_clients
+
+    @invariant()
+    def open_below_max(self) -> None:
+        if self.intake.status == "open":
+            assert self.intake.clients < self.policy.max_clients
+
+    @invariant()
+    def timer_matches_status(self) -> None:
+        timer = self.intake.next_timer()
+        if self.intake.status != "open":
+            assert timer is None
+        else:
+            # open: the deadline, or None once a poll past it left a "wait" round open
+            # (then only an accept can close it, so there is nothing to wake up for)
+            assert timer in (self.intake.deadline, None)
+            if timer is None:
+                assert self.intake.policy.below_min == "wait"
+                assert self.intake.clients < self.intake.policy.min_clients
+
+
+TestEntryIntakeMachine = EntryIntakeMachine.TestCase
+TestEntryIntakeMachine.settings = settings(
+    max_examples=150, stateful_step_count=30, deadline=None
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    min_clients=st.integers(1, 5),
+    extra=st.integers(0, 5),
+    below_min=st.sampled_from(["wait", "abort"]),
+    ops=st.lists(
+        st.tuples(st.sampled_from(["accept", "poll"]), st.floats(0.0, 5.0)), max_size=40
+    ),
+)
+def test_never_closes_below_min_property(
+    min_clients: int, extra: int, below_min: str, ops: list[tuple[str, float]]
+) -> None:
+    policy = IntakePolicy(min_clients, min_clients + extra, 10.0, below_min)  # type: ignore[arg-type]
+    intake = EntryIntake(1, M, ONION_LEN, policy, 0.0)
+    now = 0.0
+    for i, (op, dt) in enumerate(ops):
+        now += dt
+        if op == "poll":
+            intake.poll(now)
+        elif intake.status == "open":
+            submit(intake, f"c{i}", fresh_onions(), now)
+        assert intake.clients <= policy.max_clients
+        if intake.status == "closed":
+            assert intake.clients >= policy.min_clients
+
+
+# ================================================================== BatchIntake
+
+SENDER = "mix-0"
+PLEN = 8
+
+
+def payloads(k: int) -> list[bytes]:
+    return [fresh_onion()[-PLEN:] for _ in range(k)]
+
+
+def make_batch() -> BatchIntake:
+    return BatchIntake(5, SENDER, PLEN)
+
+
+def deliver(
+    intake: BatchIntake, index: int, chunks: int, clients: int, count: int, items: list[bytes],
+    dropped: int = 0,
+) -> str:
+    """check + record as the server does; returns the outcome ('duplicate' if check says so)."""
+    if not intake.check(SENDER, index, chunks, clients, count, items):
+        return "duplicate"
+    return intake.record(index, chunks, clients, count, len(items), dropped)
+
+
+class TestBatchIntake:
+    def test_initial_state(self) -> None:
+        intake = make_batch()
+        assert intake.complete is False
+        assert intake.total_received == 0
+        assert intake.dropped == 0
+        assert intake.chunks is None and intake.clients is None and intake.count is None
+
+    @pytest.mark.parametrize(
+        "order", [[0, 1, 2], [2, 0, 1], [1, 2, 0], [2, 1, 0]], ids=lambda o: "".join(map(str, o))
+    )
+    def test_chunks_in_any_order_complete(self, order: list[int]) -> None:
+        sizes = [2, 2, 1]
+        intake = make_batch()
+        outcomes = [deliver(intake, i, 3, 2, 5, payloads(sizes[i])) for i in order]
+        assert outcomes == ["stored", "stored", "complete"]
+        assert intake.complete is True
+        assert intake.total_received == 5
+        assert (intake.chunks, intake.clients, intake.count) == (3, 2, 5)
+        assert intake.received == {0: 2, 1: 2, 2: 1}
+
+    def test_single_chunk_completes(self) -> None:
+        intake = make_batch()
+        assert deliver(intake, 0, 1, 3, 4, payloads(4)) == "complete"
+
+    def test_duplicate_chunk(self) -> None:
+        intake = make_batch()
+        first = payloads(2)
+        assert deliver(intake, 0, 2, 1, 3, first, dropped=1) == "stored"
+        # same index again: a duplicate (even with different payloads), nothing changes
+        assert intake.check(SENDER, 0, 2, 1, 3, first) is False
+        assert intake.check(SENDER, 0, 2, 1, 3, payloads(1)) is False
+        assert intake.record(0, 2, 1, 3, 2, dropped=1) == "duplicate"
+        assert intake.received == {0: 2}
+        assert intake.dropped == 1
+        assert intake.complete is False
+        assert deliver(intake, 1, 2, 1, 3, payloads(1)) == "complete"
+        # a duplicate after completion is still just a duplicate
+        assert intake.check(SENDER, 1, 2, 1, 3, payloads(1)) is False
+        assert intake.record(1, 2, 1, 3, 1) == "duplicate"
+        assert intake.complete is True
+
+    def test_duplicate_is_recognised_before_payload_checks(self) -> None:
+        # a retry of a stored chunk is acked even if its payloads would not fit any more
+        intake = make_batch()
+        deliver(intake, 0, 2, 1, 2, payloads(2))
+        assert intake.check(SENDER, 0, 2, 1, 2, payloads(2)) is False
+
+    def test_wrong_sender(self) -> None:
+        intake = make_batch()
+        with pytest.raises(UnknownRound) as exc:
+            intake.check("mix-9", 0, 1, 1, 1, payloads(1))
+        assert exc.value.code == "unknown-round"
+        deliver(intake, 0, 2, 1, 2, payloads(1))
+        with pytest.raises(UnknownRound):
+            intake.check("mix-9", 1, 2, 1, 2, payloads(1))
+        # even a "duplicate" from the wrong sender is refused
+        with pytest.raises(UnknownRound):
+            intake.check("mix-9", 0, 2, 1, 2, payloads(1))
+
+    @pytest.mark.parametrize(
+        ("chunks", "clients", "count"),
+        [(4, 2, 6), (2, 2, 6), (3, 3, 6), (3, 1, 6), (3, 2, 7), (3, 2, 5)],
+    )
+    def test_disagreeing_counts(self, chunks: int, clients: int, count: int) -> None:
+        intake = make_batch()
+        deliver(intake, 0, 3, 2, 6, payloads(2))
+        with pytest.raises(WrongCount) as exc:
+            intake.check(SENDER, 1, chunks, clients, count, payloads(2))
+        assert exc.value.code == "wrong-count"
+        assert intake.received == {0: 2}
+
+    @pytest.mark.parametrize(("index", "chunks"), [(-1, 3), (3, 3), (4, 3), (0, 0), (0, -1)])
+    def test_index_out_of_range(self, index: int, chunks: int) -> None:
+        intake = make_batch()
+        with pytest.raises(WrongCount):
+            intake.check(SENDER, index, chunks, 1, 1, payloads(1))
+
+    @pytest.mark.parametrize(("clients", "count"), [(-1, 1), (1, -1)])
+    def test_negative_counts(self, clients: int, count: int) -> None:
+        intake = make_batch()
+        with pytest.raises(WrongCount):
+            intake.check(SENDER, 0, 1, clients, count, [])
+
+    @pytest.mark.parametrize(
+        "bad", [b"", b"\x00" * (PLEN - 1), b"\x00" * (PLEN + 1), "x" * PLEN, bytearray(PLEN), None]
+    )
+    def test_payload_wrong_length(self, bad: object) -> None:
+        intake = make_batch()
+        items: list[object] = list(payloads(3))
+        items[1] = bad
+        with pytest.raises(BadLength) as exc:
+            intake.check(SENDER, 0, 1, 1, 3, items)  # type: ignore[arg-type]
+        assert exc.value.code == "bad-length"
+
+    def test_more_payloads_than_count_in_one_chunk(self) -> None:
+        intake = make_batch()
+        with pytest.raises(WrongCount):
+            intake.check(SENDER, 0, 2, 1, 3, payloads(4))
+
+    def test_more_payloads_than_count_across_chunks(self) -> None:
+        intake = make_batch()
+        assert deliver(intake, 0, 3, 1, 5, payloads(3)) == "stored"
+        assert intake.check(SENDER, 1, 3, 1, 5, payloads(2)) is True  # exactly reaches 5
+        with pytest.raises(WrongCount):
+            intake.check(SENDER, 1, 3, 1, 5, payloads(3))
+        assert deliver(intake, 1, 3, 1, 5, payloads(2)) == "stored"
+        with pytest.raises(WrongCount):
+            intake.check(SENDER, 2, 3, 1, 5, payloads(1))
+        assert deliver(intake, 2, 3, 1, 5, []) == "complete"
+
+    def test_dropped_counts_accumulate(self) -> None:
+        intake = make_batch()
+        deliver(intake, 1, 3, 2, 6, payloads(2), dropped=1)
+        deliver(intake, 0, 3, 2, 6, payloads(2), dropped=0)
+        assert intake.dropped == 1
+        assert deliver(intake, 2, 3, 2, 6, payloads(2), dropped=2) == "complete"
+        assert intake.dropped == 3
+        # dropped payloads still count as received (they arrived, then failed to peel)
+        assert intake.total_received == 6
+
+    def test_zero_payload_batch_completes(self) -> None:
+        intake = make_batch()
+        assert intake.check(SENDER, 0, 1, 0, 0, []) is True
+        assert intake.record(0, 1, 0, 0, 0) == "complete"
+        assert intake.complete is True
+        assert intake.total_received == 0
+        with pytest.raises(WrongCount):
+            make_batch().check(SENDER, 0, 1, 0, 0, payloads(1))
+
+    def test_record_rechecks_counts_of_interleaved_chunks(self) -> None:
+        intake = make_batch()
+        assert intake.check(SENDER, 0, 2, 1, 4, payloads(2)) is True
+        assert intake.check(SENDER, 1, 3, 9, 40, payloads(2)) is True
+        intake.record(0, 2, 1, 4, 2)
+        with pytest.raises(WrongCount):
+            intake.record(1, 3, 9, 40, 2)
+
+    def test_record_rechecks_total_of_interleaved_chunks(self) -> None:
+        intake = make_batch()
+        assert intake.check(SENDER, 0, 2, 1, 4, payloads(3)) is True
+        assert intake.check(SENDER, 1, 2, 1, 4, payloads(3)) is True
+        intake.record(0, 2, 1, 4, 3)
+        with pytest.raises(WrongCount):
+            intake.record(1, 2, 1, 4, 3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), sizes=st.lists(st.integers(0, 4), min_size=1, max_size=8))
+def test_batch_any_order_with_retries_completes_once(data: st.DataObject, sizes: list[int]) -> None:
+    chunks, count = len(sizes), sum(sizes)
+    order = data.draw(st.permutations(range(chunks)))
+    # interleave some retries of already delivered chunks
+    deliveries: list[int] = []
+    for pos, index in enumerate(order):
+        deliveries.append(index)
+        if data.draw(st.booleans()):
+            deliveries.append(data.draw(st.sampled_from(order[: pos + 1])))
+    intake = make_batch()
+    outcomes = [deliver(intake, i, chunks, 3, count, payloads(sizes[i])) for i in deliveries]
+    assert outcomes.count("complete") == 1
+    assert outcomes.count("stored") == chunks - 1
+    assert intake.complete
+    assert intake.total_received == count
+
+
+# ================================================================== mixing
+
+
+def scripted(values: Sequence[int]) -> Callable[[int], int]:
+    """A randbelow returning the given choices, checking each is in range."""
+    it: Iterator[int] = iter(values)
+    calls: list[int] = []
+
+    def randbelow(n: int) -> int:
+        calls.append(n)
+        v = next(it)
+        assert 0 <= v < n
+        return v
+
+    randbelow.calls = calls  # type: ignore[attr-defined]
+    return randbelow
+
+
+class TestUniformPermutation:
+    @pytest.mark.parametrize("size", [0, 1])
+    def test_trivial_sizes_use_no_randomness(self, size: int) -> None:
+        def no_random(n: int) -> int:
+            raise AssertionError("randbelow must not be called")
+
+        assert uniform_permutation(size, no_random) == list(range(size))
+
+    def test_default_randomness_gives_permutation(self) -> None:
+        for size in (0, 1, 2, 10, 100):
+            assert sorted(uniform_permutation(size)) == list(range(size))
+
+    def test_randbelow_called_with_decreasing_bounds(self) -> None:
+        rb = scripted([0, 0, 0, 0])
+        uniform_permutation(5, rb)
+        assert rb.calls == [5, 4, 3, 2]  # type: ignore[attr-defined]
+
+    def test_known_output_for_all_zero_choices(self) -> None:
+        assert uniform_permutation(4, lambda n: 0) == [1, 2, 3, 0]
+
+    def test_identity_for_maximal_choices(self) -> None:
+        assert uniform_permutation(6, lambda n: n - 1) == list(range(6))
+
+    def test_choice_sequences_biject_onto_permutations(self) -> None:
+        # each of the 4*3*2 choice sequences gives a distinct permutation: with exact
+        # randbelow every order is equally likely
+        perms = {
+            tuple(uniform_permutation(4, scripted(choices)))
+            for choices in itertools.product(range(4), range(3), range(2))
+        }
+        assert perms == set(itertools.permutations(range(4)))
+
+
+class TestMixBatch:
+    def test_permutation_of_unique_inputs_with_duplicates_counted(self) -> None:
+        a, b, c = b"a" * 4, b"b" * 4, b"c" * 4
+        mixed, duplicates = mix_batch([a, b, a, c, b, a])
+        assert duplicates == 3
+        assert sorted(mixed) == [a, b, c]
+        assert len(mixed) == 3
+
+    def test_no_duplicates(self) -> None:
+        items = payloads(20)
+        mixed, duplicates = mix_batch(items)
+        assert duplicates == 0
+        assert sorted(mixed) == sorted(items)
+
+    def test_empty(self) -> None:
+        assert mix_batch([]) == ([], 0)
+
+    def test_all_duplicates(self) -> None:
+        mixed, duplicates = mix_batch([b"x"] * 5)
+        assert (mixed, duplicates) == ([b"x"], 4)
+
+    def test_does_not_mutate_input(self) -> None:
+        items = payloads(6)
+        copy = list(items)
+        mix_batch(items)
+        assert items == copy
+
+    def test_deterministic_randbelow_is_reproducible(self) -> None:
+        items = payloads(30) + payloads(1) * 3
+        first = mix_batch(items, random.Random(1234).randrange)
+        second = mix_batch(items, random.Random(1234).randrange)
+        assert first == second
+        assert first[1] == 2
+        other = mix_batch(items, random.Random(4321).randrange)
+        assert sorted(other[0]) == sorted(first[0])
+        assert other[0] != first[0]  # 31! orders: a collision is essentially impossible
+
+    def test_uses_injected_randbelow_on_unique_items(self) -> None:
+        a, b, c, d = (bytes([i]) * 4 for i in range(4))
+        # duplicates are dropped first (first occurrence kept, in order), then permuted
+        mixed, duplicates = mix_batch([a, b, a, c, d, d], lambda n: 0)
+        assert duplicates == 2
+        assert mixed == [b, c, d, a]
+
+    def test_uniformity_of_orders(self) -> None:
+        items = [b"w", b"x", b"y", b"z"]
+        index = {p: k for k, p in enumerate(itertools.permutations(items))}
+        trials = 24_000
+        counts: Counter[int] = Counter()
+        for _ in range(trials):
+            mixed, duplicates = mix_batch(items, secrets.randbelow)
+            assert duplicates == 0
+            counts[index[tuple(mixed)]] += 1
+        assert len(counts) == 24
+        observed = [counts[k] for k in range(24)]
+        result = chisquare(observed)
+        assert result.pvalue > 1e-4, observed
+
+
+# ================================================================== split_chunks
+
+
+class TestSplitChunks:
+    @pytest.mark.parametrize(
+        ("n", "size", "sizes"),
+        [
+            (10, 3, [3, 3, 3, 1]),
+            (9, 3, [3, 3, 3]),
+            (1, 1, [1]),
+            (5, 1, [1, 1, 1, 1, 1]),
+            (4, 100, [4]),
+        ],
+    )
+    def test_sizes(self, n: int, size: int, sizes: list[int]) -> None:
+        items = payloads(n)
+        chunks = split_chunks(items, size)
+        assert [len(c) for c in chunks] == sizes
+        assert [p for c in chunks for p in c] == items
+
+    @pytest.mark.parametrize("size", [1, 7])
+    def test_empty_input_gives_one_empty_chunk(self, size: int) -> None:
+        assert split_chunks([], size) == [[]]
+
+    @pytest.mark.parametrize("size", [0, -1, -100])
+    def test_bad_size(self, size: int) -> None:
+        with pytest.raises(ValueError, match="chunk size"):
+            split_chunks(payloads(3), size)
+        with pytest.raises(ValueError):
+            split_chunks([], size)
+
+    def test_chunks_are_lists(self) -> None:
+        chunks = split_chunks(tuple(payloads(3)), 2)
+        assert all(isinstance(c, list) for c in chunks)
+
+    @given(n=st.integers(0, 60), size=st.integers(1, 20))
+    def test_property(self, n: int, size: int) -> None:
+        items = [i.to_bytes(2, "big") for i in range(n)]
+        chunks = split_chunks(items, size)
+        assert len(chunks) == max(1, math.ceil(n / size))
+        assert all(1 <= len(c) <= size for c in chunks) or chunks == [[]]
+        assert all(len(c) == size for c in chunks[:-1])
+        assert [p for c in chunks for p in c] == items
+
+
+# ================================================================== onion_digest
+
+
+class TestOnionDigest:
+    def test_deterministic_and_32_bytes(self) -> None:
+        onions = [b"one", b"two", b"three"]
+        d = onion_digest(onions)
+        assert isinstance(d, bytes) and len(d) == 32
+        assert onion_digest(list(onions)) == d
+        assert onion_digest(tuple(onions)) == d
+
+    def test_order_matters(self) -> None:
+        assert onion_digest([b"a", b"b"]) != onion_digest([b"b", b"a"])
+
+    def test_content_matters(self) -> None:
+        assert onion_digest([b"a", b"b"]) != onion_digest([b"a", b"c"])
+        assert onion_digest([b"\x00" * 16]) != onion_digest([b"\x00" * 15 + b"\x01"])
+
+    def test_length_prefixed(self) -> None:
+        digests = {
+            onion_digest([b"ab", b"c"]),
+            onion_digest([b"a", b"bc"]),
+            onion_digest([b"abc"]),
+            onion_digest([b"abc", b""]),
+            onion_digest([b"", b"abc"]),
+        }
+        assert len(digests) == 5
+        assert onion_digest([]) != onion_digest([b""])
+        assert onion_digest([b""]) != onion_digest([b"", b""])
+
+    def test_not_a_plain_hash_of_the_concatenation(self) -> None:
+        import hashlib
+
+        assert onion_digest([b"abc"]) != hashlib.blake2b(b"abc", digest_size=32).digest()
+
+    @given(
+        a=st.lists(st.binary(max_size=8), max_size=4),
+        b=st.lists(st.binary(max_size=8), max_size=4),
+    )
+    def test_injective_on_lists(self, a: list[bytes], b: list[bytes]) -> None:
+        assert (onion_digest(a) == onion_digest(b)) == (a == b)
