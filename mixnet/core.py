@@ -11,7 +11,8 @@ decides. Two intake machines exist:
   batch arriving in numbered chunks, deduplicated by (round, sender, chunk) and checked for
   consistent counts.
 
-:func:`mix_batch` drops duplicate payloads and applies a uniform permutation.
+:func:`drop_duplicates` drops replayed ciphertexts; :func:`mix_batch` applies a uniform
+permutation.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "ChunkOutcome",
     "EntryIntake",
     "IntakePolicy",
+    "drop_duplicates",
     "mix_batch",
     "onion_digest",
     "split_chunks",
@@ -233,6 +235,7 @@ class BatchIntake:
     count: int | None = None
     received: dict[int, int] = field(default_factory=dict)  # chunk index -> payloads in it
     dropped: int = 0
+    seen: set[bytes] = field(default_factory=set)  # hashes of the round's incoming items
 
     def check(
         self,
@@ -307,22 +310,25 @@ def uniform_permutation(size: int, randbelow: RandBelow = secrets.randbelow) -> 
     return perm
 
 
-def mix_batch(
-    payloads: Sequence[bytes], randbelow: RandBelow = secrets.randbelow
-) -> tuple[list[bytes], int]:
-    """Drop duplicate payloads (keeping one of each) and apply a uniform permutation.
+def drop_duplicates(items: Sequence[bytes], seen: set[bytes]) -> tuple[list[bytes], int]:
+    """Drop items whose hash is in ``seen`` or repeats within ``items`` (first copy kept);
+    adds the kept items' hashes to ``seen``. Returns (kept items, number dropped).
 
-    Returns (mixed payloads, number of duplicates dropped).
+    Use it on *ciphertexts* arriving at a mix: two equal onions are a replay. Never use it on
+    plaintext payloads, where equal values are legitimate.
     """
-    seen: set[bytes] = set()
-    unique: list[bytes] = []
-    for payload in payloads:
-        h = _item_hash(payload)
+    kept: list[bytes] = []
+    for item in items:
+        h = _item_hash(item)
         if h not in seen:
             seen.add(h)
-            unique.append(payload)
-    perm = uniform_permutation(len(unique), randbelow)
-    return [unique[i] for i in perm], len(payloads) - len(unique)
+            kept.append(item)
+    return kept, len(items) - len(kept)
+
+
+def mix_batch(payloads: Sequence[bytes], randbelow: RandBelow = secrets.randbelow) -> list[bytes]:
+    """The batch under a uniformly random permutation (equal payloads are all kept)."""
+    return [payloads[i] for i in uniform_permutation(len(payloads), randbelow)]
 
 
 def split_chunks(payloads: Sequence[bytes], size: int) -> list[list[bytes]]:

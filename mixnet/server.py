@@ -41,6 +41,7 @@ from mixnet.core import (
     BatchIntake,
     EntryIntake,
     IntakePolicy,
+    drop_duplicates,
     mix_batch,
     split_chunks,
 )
@@ -789,9 +790,12 @@ class MixNode(BaseNode):
         return {"type": "aborted", "round": r}
 
     async def transform_chunk(self, batch: Batch) -> tuple[list[bytes], int]:
-        peeled = await self._peel(batch.round_id, batch.payloads)
+        """Drop onions replayed within the round, peel the rest; both kinds of loss are
+        counted (the analyzer then sees fewer than n·m shares and reports an error)."""
+        unique, replayed = drop_duplicates(batch.payloads, self.batches[batch.round_id].seen)
+        peeled = await self._peel(batch.round_id, unique)
         kept = [p for p in peeled if isinstance(p, bytes)]
-        return kept, len(peeled) - len(kept)
+        return kept, replayed + len(peeled) - len(kept)
 
     async def batch_complete(self, round_id: int) -> None:
         self.store.update_round(round_id, status="closed", clients=self.batches[round_id].clients)
@@ -817,7 +821,7 @@ class MixNode(BaseNode):
             payloads = [p for c in chunks for p in c.payloads]
             clients = chunks[0].clients if chunks else record.clients or 0
             dropped = sum(c.dropped for c in chunks)
-        mixed, duplicates = await asyncio.to_thread(mix_batch, payloads, self.randbelow)
+        mixed = await asyncio.to_thread(mix_batch, payloads, self.randbelow)
         chunks_out = split_chunks(mixed, self.settings.chunk_size)
         self.store.put_outbound(r, clients=clients, count=len(mixed), chunks=chunks_out)
         self.store.drop_intake(r)
@@ -832,7 +836,7 @@ class MixNode(BaseNode):
             {
                 "clients": clients,
                 "messages": len(mixed),
-                "dropped": dropped + duplicates,
+                "dropped": dropped,
                 "mix_seconds": self.clock() - started,
             }
         )

@@ -36,3 +36,22 @@ async def test_round_through_three_mixes(tmp_path: Path, mode: str) -> None:
         assert Fraction(result.raw["estimate_exact"]) == rounded
     else:
         assert abs(result.estimate - float(rounded)) < 10 * chosen.expected_rmse + 1
+
+
+async def test_equal_plaintext_shares_all_reach_the_analyzer(tmp_path: Path) -> None:
+    """With N = 91 and 120 shares, equal share values are certain; mixes must keep them all
+    (only replayed *ciphertexts* may be dropped)."""
+    from cloaknet.params import CloakParams
+
+    users = 30
+    params = CloakParams(modulus=91, precision=1, messages=4, max_users=users)
+    policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=60.0)
+    values = [1.0 if i % 3 == 0 else 0.0 for i in range(users)]
+    async with (
+        local_chain(tmp_path, params, policy, mixes=2) as chain,
+        connect(chain.chain) as net,
+    ):
+        receipts = await net.submit_many(values, concurrency=6)
+        result = await net.result(receipts[0].round, timeout=60)
+    assert result.raw["status"] == "ok"
+    assert result.estimate == sum(values) == 10.0
