@@ -120,7 +120,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p_plan.add_argument("--max-messages", type=_positive_int, default=DEFAULT_MAX_MESSAGES,
                         help=f"search limit on messages per user (default "
                              f"{DEFAULT_MAX_MESSAGES})")
-    p_plan.add_argument("--json", action="store_true", help="print one JSON object")
+    output = p_plan.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object")
+    output.add_argument("--toml", action="store_true",
+                        help="print the chain file's [protocol] table for these parameters")
 
     p_demo = sub.add_parser(
         "demo",
@@ -237,6 +240,15 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                   max_messages=args.max_messages, max_rmse=args.max_rmse, **kwargs)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
+        return 0
+    if args.toml:
+        from cloaknet.chainfile import protocol_section
+        from mixnet.chain import render_table
+
+        print(f"# cloaknet plan: {result.mode}, {result.bound} bound, "
+              f"epsilon = {result.epsilon:.6g}, delta = {result.delta:.4g} "
+              f"({result.guarantee.lemma})")
+        print(render_table("protocol", protocol_section(result.params, result)), end="")
         return 0
     comparison = None
     if args.bound == "optimized":

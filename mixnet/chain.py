@@ -699,11 +699,20 @@ def render_chain_config(config: ChainConfig) -> str:
             f"chunk_size = {_value(policy.chunk_size)}",
         ]
     )
+    rendered = "\n\n".join("\n".join(block) for block in blocks) + "\n"
     for name, table in config.sections.items():
-        lines = [f"[{_table_key(name)}]"]
-        lines.extend(f"{_table_key(key)} = {_value(value)}" for key, value in table.items())
-        blocks.append(lines)
-    return "\n\n".join("\n".join(block) for block in blocks) + "\n"
+        rendered += "\n" + render_table(name, table)
+    return rendered
+
+
+def render_table(name: str, table: Mapping[str, Any]) -> str:
+    """One TOML table ``[name]`` with ``key = value`` lines (nested tables inline).
+
+    Raises ``ValueError`` for a key or value TOML cannot hold.
+    """
+    lines = [f"[{_table_key(name)}]"]
+    lines.extend(f"{_table_key(key)} = {_value(value)}" for key, value in table.items())
+    return "\n".join(lines) + "\n"
 
 
 def write_chain_config(

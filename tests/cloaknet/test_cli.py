@@ -103,3 +103,26 @@ def test_console_script_entry_point() -> None:
         capture_output=True, text=True, timeout=60, check=False,
     ).stdout
     assert "--colluders" in helptext and "--bound" in helptext
+
+
+def test_plan_toml_is_a_loadable_protocol_table(capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+
+    from cloaknet.chainfile import chain_from_config
+    from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+    from mixnet.keys import generate_identity
+
+    code, out, _ = run(capsys, "plan", "-n", "200", "-e", "1", "-d", "1e-6", "--toml")
+    assert code == 0
+    protocol = tomllib.loads(out)["protocol"]
+    assert protocol["messages"] >= 4 and protocol["mode"] == "single-user"
+    config = ChainConfig(
+        chain_id="t",
+        mixes=(NodeInfo("mix1", "ws://127.0.0.1:1", generate_identity().verify_key),),
+        analyzer=NodeInfo("analyzer", "ws://127.0.0.1:2", None),
+        policy=RoundPolicy(min_users=200, max_users=200, deadline_seconds=10.0),
+        sections={"protocol": protocol},
+    )
+    chain = chain_from_config(config)
+    assert chain.params.messages == protocol["messages"]
+    assert str(chain.params.modulus) == protocol["modulus"]
