@@ -65,6 +65,7 @@ async def local_chain(
         return NodeSettings(
             chain_id=chain_id, name=names[hop], hop=hop, hops=mixes,
             predecessor=names[hop - 1] if hop else None, successor_url=successor,
+            predecessor_identity=identities[hop - 1].verify_key if hop else None,
             messages=params.messages, payload_length=params.share_bytes, policy=intake,
             chunk_size=policy.chunk_size,
         )

@@ -55,6 +55,7 @@ def node_settings(chain: CloakChain, name: str) -> NodeSettings:
         hop=hop,
         hops=hops,
         predecessor=None if hop == 0 else names[hop - 1],
+        predecessor_identity=None if hop == 0 else config.mixes[hop - 1].identity,
         successor_url=successor,
         messages=chain.messages,
         payload_length=chain.payload_length,

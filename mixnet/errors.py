@@ -136,6 +136,12 @@ class WrongCount(MixnetError):
     code = "wrong-count"
 
 
+class Unauthorized(MixnetError):
+    """A frame only the node's predecessor may send came from an unauthenticated peer."""
+
+    code = "unauthorized"
+
+
 class KeyFileError(MixnetError, ValueError):
     """A key file or public key text is missing, unsafe or unparsable.
 
@@ -158,6 +164,7 @@ _ALL_ERRORS: tuple[type[MixnetError], ...] = (
     RoundClosed,
     DuplicateClient,
     WrongCount,
+    Unauthorized,
     KeyFileError,
 )
 

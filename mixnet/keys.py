@@ -308,6 +308,45 @@ def _announcement_message(chain_id: str, node: str, round_id: int, public_key: b
     )
 
 
+_LINK_DOMAIN = b"mixnet/link-authentication/v1"
+#: Bytes of the challenge a node sends a peer that wants to authenticate.
+CHALLENGE_LENGTH = 32
+
+
+def _link_message(chain_id: str, node: str, challenge: bytes) -> bytes:
+    return b"".join(
+        (
+            _length_prefixed(_LINK_DOMAIN),
+            _length_prefixed(chain_id.encode("utf-8")),
+            _length_prefixed(node.encode("utf-8")),
+            _length_prefixed(challenge),
+        )
+    )
+
+
+def sign_link_challenge(
+    signing_key: SigningKey, *, chain_id: str, node: str, challenge: bytes
+) -> bytes:
+    """Answer a successor's link challenge: ``node``'s Ed25519 signature (64 bytes) over a
+    domain-separated encoding of (chain id, node, challenge)."""
+    if len(challenge) != CHALLENGE_LENGTH:
+        raise ValueError(f"challenge must be {CHALLENGE_LENGTH} bytes")
+    return bytes(signing_key.sign(_link_message(chain_id, node, challenge)).signature)
+
+
+def verify_link_signature(
+    identity: VerifyKey, signature: bytes, *, chain_id: str, node: str, challenge: bytes
+) -> None:
+    """Check a link challenge answer; raises :class:`BadSignature` if it does not verify
+    (or :class:`BadLength` for a signature that is not 64 bytes)."""
+    if len(signature) != SIGNATURE_LENGTH:
+        raise BadLength(f"signature must be {SIGNATURE_LENGTH} bytes")
+    try:
+        identity.verify(_link_message(chain_id, node, challenge), signature)
+    except BadSignatureError:
+        raise BadSignature(f"link authentication as {node!r} failed") from None
+
+
 def announce_round_key(
     signing_key: SigningKey,
     *,

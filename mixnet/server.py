@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nacl.public import PrivateKey
-from nacl.signing import SigningKey
+from nacl.signing import SigningKey, VerifyKey
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
@@ -49,6 +49,7 @@ from mixnet.errors import (
     MalformedFrame,
     MixnetError,
     RoundClosed,
+    Unauthorized,
     UnexpectedFrameType,
     UnknownRound,
 )
@@ -61,13 +62,21 @@ from mixnet.frames import (
     parse_announcements,
     parse_batch,
 )
-from mixnet.keys import RoundKeyAnnouncement, RoundKeyring, announce_round_key
+from mixnet.keys import (
+    CHALLENGE_LENGTH,
+    RoundKeyAnnouncement,
+    RoundKeyring,
+    announce_round_key,
+    sign_link_challenge,
+    verify_link_signature,
+)
 from mixnet.onion import LAYER_OVERHEAD, onion_length, peel_many
 from mixnet.store import Chunk, NodeStore, Submission
 from mixnet.wire import (
     decode_frame,
     encode_frame,
     error_frame,
+    get_bytes,
     get_bytes_list,
     get_int,
     get_str,
@@ -112,6 +121,9 @@ class NodeSettings:
     policy: IntakePolicy
     chunk_size: int = 4096
     workers: int = max(2, os.cpu_count() or 2)
+    #: Identity of the predecessor: only a peer proving it holds this key (link challenge)
+    #: may send ``open-round``, ``abort-round`` and ``batch``.
+    predecessor_identity: VerifyKey | None = None
 
     def onion_length_in(self) -> int:
         """Length of each item this node receives."""
@@ -135,10 +147,20 @@ class Link:
     loss with capped exponential backoff until a reply arrives. Error replies raise the
     matching :class:`MixnetError` (not retried)."""
 
-    def __init__(self, url: str, *, max_size: int, name: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_size: int,
+        name: str,
+        chain_id: str,
+        identity: SigningKey | None,
+    ) -> None:
         self.url = url
         self.max_size = max_size
         self.name = name
+        self.chain_id = chain_id
+        self.identity = identity
         self._conn: ClientConnection | None = None
         self._lock = asyncio.Lock()
         self._closed = False
@@ -150,16 +172,12 @@ class Link:
                 if self._closed:
                     raise InternalError("link closed")
                 try:
-                    if self._conn is None:
-                        self._conn = await connect(
-                            self.url,
-                            compression=None,
-                            max_size=self.max_size,
-                            open_timeout=10,
-                            proxy=None,
-                        )
-                    await self._conn.send(encode_frame(frame))
-                    raw = await self._conn.recv()
+                    conn = self._conn
+                    if conn is None:
+                        conn = await self._open()
+                        self._conn = conn
+                    await conn.send(encode_frame(frame))
+                    raw = await conn.recv()
                 except (OSError, ConnectionClosed, InvalidHandshake, TimeoutError) as exc:
                     log.info("%s: link to %s failed (%s); retrying", self.name, self.url, exc)
                     await self._drop()
@@ -173,6 +191,47 @@ class Link:
                 if reply.get("type") != expect:
                     raise UnexpectedFrameType(f"expected {expect!r}, got {reply.get('type')!r}")
                 return reply
+
+    async def _exchange(
+        self, conn: ClientConnection, frame: dict[str, object], expect: str
+    ) -> dict[str, object]:
+        await conn.send(encode_frame(frame))
+        raw = await conn.recv()
+        if not isinstance(raw, bytes):
+            raise MalformedFrame("successor sent a text frame")
+        reply = decode_frame(raw, max_size=self.max_size)
+        raise_for_error(reply)
+        if reply.get("type") != expect:
+            raise UnexpectedFrameType(f"expected {expect!r}, got {reply.get('type')!r}")
+        return reply
+
+    async def _open(self) -> ClientConnection:
+        conn = await connect(
+            self.url, compression=None, max_size=self.max_size, open_timeout=10, proxy=None
+        )
+        try:
+            await self._authenticate(conn)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
+        return conn
+
+    async def _authenticate(self, conn: ClientConnection) -> None:
+        """Prove to the successor that this end of the link is ``name`` (challenge-response
+        with the identity key)."""
+        if self.identity is None:
+            return
+        reply = await self._exchange(conn, {"type": "challenge"}, "challenge")
+        nonce = get_bytes(reply, "nonce", length=CHALLENGE_LENGTH)
+        signature = sign_link_challenge(
+            self.identity, chain_id=self.chain_id, node=self.name, challenge=nonce
+        )
+        await self._exchange(
+            conn,
+            {"type": "authenticate", "node": self.name, "signature": signature},
+            "authenticated",
+        )
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -198,6 +257,7 @@ class BaseNode:
         *,
         clock: Callable[[], float] = time.time,
         randbelow: Callable[[int], int] = secrets.randbelow,
+        identity: SigningKey | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -208,9 +268,19 @@ class BaseNode:
         self.link: Link | None = None
         if settings.successor_url is not None:
             self.link = Link(
-                settings.successor_url, max_size=self._successor_max_frame(), name=settings.name
+                settings.successor_url,
+                max_size=self._successor_max_frame(),
+                name=settings.name,
+                chain_id=settings.chain_id,
+                identity=identity,
             )
-        self.handlers: dict[str, Handler] = {"status": self._on_status}
+        self.handlers: dict[str, Handler] = {
+            "status": self._on_status,
+            "challenge": self._on_challenge,
+            "authenticate": self._on_authenticate,
+        }
+        self._challenges: dict[ServerConnection, bytes] = {}
+        self._peers: dict[ServerConnection, str] = {}
         self.batches: dict[int, BatchIntake] = {}
         self._batch_locks: dict[int, asyncio.Lock] = {}
         self.metrics: dict[str, Any] = {"frames": 0, "errors": 0, "rounds": {}}
@@ -292,6 +362,40 @@ class BaseNode:
                 await conn.send(encode_frame(reply))
         except ConnectionClosed:
             pass
+        finally:
+            self._challenges.pop(conn, None)
+            self._peers.pop(conn, None)
+
+    async def _on_challenge(
+        self, conn: ServerConnection, frame: dict[str, object]
+    ) -> dict[str, object]:
+        nonce = secrets.token_bytes(CHALLENGE_LENGTH)
+        self._challenges[conn] = nonce
+        return {"type": "challenge", "nonce": nonce}
+
+    async def _on_authenticate(
+        self, conn: ServerConnection, frame: dict[str, object]
+    ) -> dict[str, object]:
+        node = get_str(frame, "node", max_length=MAX_NAME_LENGTH)
+        signature = get_bytes(frame, "signature")
+        nonce = self._challenges.pop(conn, None)
+        identity = self.settings.predecessor_identity
+        if nonce is None:
+            raise Unauthorized("ask for a challenge first")
+        if node != self.settings.predecessor or identity is None:
+            raise Unauthorized(f"{node!r} is not this node's predecessor")
+        verify_link_signature(
+            identity, signature, chain_id=self.settings.chain_id, node=node, challenge=nonce
+        )
+        self._peers[conn] = node
+        return {"type": "authenticated", "node": node}
+
+    def require_predecessor(self, conn: ServerConnection) -> None:
+        """Raise :class:`Unauthorized` unless ``conn`` proved to be the predecessor."""
+        if self.settings.predecessor_identity is None:
+            raise Unauthorized("this node has no predecessor identity configured")
+        if self._peers.get(conn) != self.settings.predecessor:
+            raise Unauthorized("only the predecessor may send this frame; authenticate first")
 
     async def _dispatch(self, conn: ServerConnection, message: str | bytes) -> dict[str, object]:
         self.metrics["frames"] += 1
@@ -359,6 +463,7 @@ class BaseNode:
     async def _on_batch(
         self, conn: ServerConnection, frame: dict[str, object]
     ) -> dict[str, object]:
+        self.require_predecessor(conn)
         batch = parse_batch(
             frame,
             payload_length=self.settings.onion_length_in(),
@@ -445,7 +550,7 @@ class MixNode(BaseNode):
         clock: Callable[[], float] = time.time,
         randbelow: Callable[[int], int] = secrets.randbelow,
     ) -> None:
-        super().__init__(settings, store, clock=clock, randbelow=randbelow)
+        super().__init__(settings, store, clock=clock, randbelow=randbelow, identity=identity)
         if self.link is None:
             raise ValueError("a mix needs a successor")
         self.identity = identity
@@ -752,6 +857,7 @@ class MixNode(BaseNode):
     async def _on_open_round(
         self, conn: ServerConnection, frame: dict[str, object]
     ) -> dict[str, object]:
+        self.require_predecessor(conn)
         r = get_int(frame, "round", min_value=0, max_value=ROUND_ID_MAX)
         if self.keyring.erased(r):
             raise RoundClosed(f"round {r} is finished here")
@@ -779,6 +885,7 @@ class MixNode(BaseNode):
     async def _on_abort_round(
         self, conn: ServerConnection, frame: dict[str, object]
     ) -> dict[str, object]:
+        self.require_predecessor(conn)
         r = get_int(frame, "round", min_value=0, max_value=ROUND_ID_MAX)
         if self.store.get_round(r) is not None:
             self.store.update_round(r, status="aborted")
@@ -989,6 +1096,7 @@ class SinkNode(BaseNode):
     async def _on_open_round(
         self, conn: ServerConnection, frame: dict[str, object]
     ) -> dict[str, object]:
+        self.require_predecessor(conn)
         r = get_int(frame, "round", min_value=0, max_value=ROUND_ID_MAX)
         if self.store.get_round(r) is None:
             self.store.put_round(
@@ -1000,6 +1108,7 @@ class SinkNode(BaseNode):
     async def _on_abort_round(
         self, conn: ServerConnection, frame: dict[str, object]
     ) -> dict[str, object]:
+        self.require_predecessor(conn)
         r = get_int(frame, "round", min_value=0, max_value=ROUND_ID_MAX)
         if self.store.get_round(r) is None:
             self.store.put_round(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgpack
 import numpy as np
+from nacl.signing import SigningKey
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 
@@ -17,6 +18,7 @@ from cloaknet.encoding import quantize
 from cloaknet.localchain import LocalChain, local_chain
 from cloaknet.planner import plan
 from mixnet.chain import RoundPolicy
+from mixnet.keys import sign_link_challenge
 from mixnet.onion import wrap
 from mixnet.wire import decode_frame, encode_frame
 
@@ -116,20 +118,53 @@ async def test_rejections_leave_the_honest_round_exact(tmp_path: Path) -> None:
     assert Fraction(result.raw["estimate_exact"]) == expected
 
 
-async def test_inner_nodes_reject_strangers(tmp_path: Path) -> None:
+async def test_inner_nodes_only_take_orders_from_their_authenticated_predecessor(
+    tmp_path: Path,
+) -> None:
     chosen = plan(4, 1.0, 1e-6, mode="sum-preserving")
     policy = RoundPolicy(min_users=4, max_users=4, deadline_seconds=60.0)
-    async with local_chain(tmp_path, chosen.params, policy, mixes=2) as chain:
+    async with local_chain(tmp_path, chosen.params, policy, mixes=2) as chain, \
+            connect(chain.chain) as net:
+        await net._current_round()  # round 1 is open along the whole chain
         mix2 = chain.chain.config.mixes[1].url
+        batch = {"type": "batch", "round": 1, "sender": "mix1", "chunk": 0, "chunks": 1,
+                 "clients": 1, "count": 0, "payloads": []}
         async with ws_connect(mix2, compression=None, max_size=1 << 24) as ws:
             await expect_error(ws, encode_frame({"type": "submit", "round": 1, "client": "x",
                                                  "onions": []}), "unexpected-type")
-            await expect_error(ws, encode_frame({
-                "type": "batch", "round": 1, "sender": "impostor", "chunk": 0, "chunks": 1,
-                "clients": 1, "count": 0, "payloads": []}), "unknown-round")
-            await expect_error(ws, encode_frame({
-                "type": "batch", "round": 77, "sender": "mix1", "chunk": 0, "chunks": 1,
-                "clients": 1, "count": 0, "payloads": []}), "unknown-round")
-            await expect_error(ws, encode_frame({
-                "type": "batch", "round": 1, "sender": "mix1", "chunk": 5, "chunks": 1,
-                "clients": 1, "count": 0, "payloads": []}), "wrong-count")
+            # a stranger can neither inject a batch nor open or abort rounds
+            await expect_error(ws, encode_frame(batch), "unauthorized")
+            await expect_error(ws, encode_frame({"type": "abort-round", "round": 1}),
+                               "unauthorized")
+            await expect_error(ws, encode_frame({"type": "open-round", "round": 5}),
+                               "unauthorized")
+            # claiming to be mix1 without a challenge, or with a wrong key, fails
+            await expect_error(ws, encode_frame({"type": "authenticate", "node": "mix1",
+                                                 "signature": b"\x00" * 64}), "unauthorized")
+            challenge = await ask(ws, encode_frame({"type": "challenge"}))
+            nonce = challenge["nonce"]
+            assert isinstance(nonce, bytes)
+            forged = sign_link_challenge(SigningKey.generate(), chain_id="local", node="mix1",
+                                         challenge=nonce)
+            await expect_error(ws, encode_frame({"type": "authenticate", "node": "mix1",
+                                                 "signature": forged}), "bad-signature")
+            await expect_error(ws, encode_frame(batch), "unauthorized")
+            # the real mix1 key authenticates; then the batch checks themselves apply
+            nonce = (await ask(ws, encode_frame({"type": "challenge"})))["nonce"]
+            assert isinstance(nonce, bytes)
+            real = sign_link_challenge(chain.mixes[0].identity, chain_id="local", node="mix1",
+                                       challenge=nonce)
+            reply = await ask(ws, encode_frame({"type": "authenticate", "node": "mix1",
+                                                "signature": real}))
+            assert reply["type"] == "authenticated"
+            await expect_error(ws, encode_frame({**batch, "sender": "impostor"}),
+                               "unknown-round")
+            await expect_error(ws, encode_frame({**batch, "round": 77}), "unknown-round")
+            await expect_error(ws, encode_frame({**batch, "chunk": 5}), "wrong-count")
+        # the round still completes with the honest users
+        receipts = await asyncio.gather(*(net.submit(v) for v in (0.1, 0.2, 0.3, 0.4)))
+        result = await net.result(receipts[0].round, timeout=60)
+        k = chosen.params.precision
+        assert result.users == 4
+        assert Fraction(result.raw["estimate_exact"]) == Fraction(
+            sum(quantize(v, k) for v in (0.1, 0.2, 0.3, 0.4)), k)

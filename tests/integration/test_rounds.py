@@ -118,3 +118,34 @@ async def test_a_mix_restarted_mid_round_finishes_it_exactly(tmp_path: Path) -> 
     k = chosen.params.precision
     assert Fraction(result.raw["estimate_exact"]) == Fraction(
         sum(quantize(v, k) for v in values), k)
+
+
+async def test_the_entry_mix_restarted_mid_round_keeps_what_it_acknowledged(
+    tmp_path: Path,
+) -> None:
+    users = 6
+    chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
+    policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=60)
+    values = [i / 8 for i in range(users)]
+    async with local_chain(tmp_path, chosen.params, policy, mixes=2) as chain, \
+            connect(chain.chain) as net:
+        early = await asyncio.gather(*(net.submit(v) for v in values[:3]))
+        entry = chain.mixes[0]
+        settings, port = entry.settings, entry.port
+        assert port is not None
+        await entry.stop()
+        entry.store.close()
+        store = NodeStore(tmp_path / "mix1.db")
+        reborn = MixNode(settings, store, entry.identity)
+        await reborn.start("127.0.0.1", port)
+        try:
+            late = await asyncio.gather(*(net.submit(v) for v in values[3:]))
+            assert {r.round for r in early + late} == {early[0].round}
+            result = await net.result(early[0].round, timeout=60)
+        finally:
+            await reborn.stop()
+            store.close()
+    k = chosen.params.precision
+    assert result.users == users
+    assert Fraction(result.raw["estimate_exact"]) == Fraction(
+        sum(quantize(v, k) for v in values), k)

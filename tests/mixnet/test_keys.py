@@ -263,3 +263,25 @@ def test_keyring_never_reuses_round_ids() -> None:
 def test_keyring_validates_round_ids(round_id: object) -> None:
     with pytest.raises((TypeError, ValueError)):
         RoundKeyring().open_round(round_id)  # type: ignore[arg-type]
+
+
+def test_link_challenge_signature_round_trip() -> None:
+    from mixnet.errors import BadLength, BadSignature
+    from mixnet.keys import CHALLENGE_LENGTH, sign_link_challenge, verify_link_signature
+
+    key = generate_identity()
+    nonce = bytes(range(CHALLENGE_LENGTH))
+    sig = sign_link_challenge(key, chain_id="c", node="mix1", challenge=nonce)
+    verify_link_signature(key.verify_key, sig, chain_id="c", node="mix1", challenge=nonce)
+    for kwargs in (
+        {"chain_id": "other", "node": "mix1", "challenge": nonce},
+        {"chain_id": "c", "node": "mix2", "challenge": nonce},
+        {"chain_id": "c", "node": "mix1", "challenge": bytes(CHALLENGE_LENGTH)},
+    ):
+        with pytest.raises(BadSignature):
+            verify_link_signature(key.verify_key, sig, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(BadLength):
+        verify_link_signature(key.verify_key, sig[:-1], chain_id="c", node="mix1",
+                              challenge=nonce)
+    with pytest.raises(ValueError):
+        sign_link_challenge(key, chain_id="c", node="mix1", challenge=b"short")
