@@ -9,8 +9,10 @@ fixed-width shares, runs Algorithm 2 and stores and publishes the result:
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
@@ -74,9 +76,11 @@ class AnalyzerNode(SinkNode):
         params: CloakParams,
         *,
         clock: Callable[[], float] = time.time,
+        dump_dir: Path | None = None,
     ) -> None:
         super().__init__(settings, store, clock=clock)
         self.params = params
+        self.dump_dir = dump_dir
         self._waiters: dict[int, asyncio.Event] = {}
         self.handlers["subscribe"] = self._on_subscribe
 
@@ -94,12 +98,37 @@ class AnalyzerNode(SinkNode):
         result = await asyncio.to_thread(
             analyze_batch, round_id, clients, count, payloads, self.params
         )
+        if self.dump_dir is not None:
+            await asyncio.to_thread(self._dump, round_id, clients, payloads)
         result["completed_at"] = self.clock()
         result["analyze_seconds"] = result["completed_at"] - started
         self._round_metrics(round_id).update(
             {"messages": len(payloads), "analyze_seconds": result["analyze_seconds"]}
         )
         self._publish(round_id, result)
+
+    def _dump(self, round_id: int, clients: int, payloads: list[bytes]) -> None:
+        """Write the round's analyzer input — the shuffled shares — for experiments
+        (``--dump-dir``; off by default, since it keeps data a deployment should not)."""
+        assert self.dump_dir is not None
+        shares = []
+        for payload in payloads:
+            try:
+                shares.append(decode_share(payload, self.params.modulus))
+            except CloakError:
+                shares.append(-1)
+        record = {
+            "round": round_id,
+            "users": clients,
+            "modulus": self.params.modulus,
+            "messages": self.params.messages,
+            "precision": self.params.precision,
+            "shares": shares,
+        }
+        self.dump_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dump_dir / f".round-{round_id}.json.tmp"
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self.dump_dir / f"round-{round_id}.json")
 
     def on_abort(self, round_id: int) -> None:
         self._publish(round_id, {"round": round_id, "status": "aborted"})

@@ -215,28 +215,27 @@ class ChainClient:
     # ------------------------------------------------------------------ submit
 
     def _prepare(self, x: float, info: _RoundInfo, clip: bool) -> list[bytes]:
+        """Encode ``x`` and wrap its shares for round ``info`` (tests use it to craft frames)."""
         params = self.chain.params
         shares = encode(x, params, self.rng, clip=clip)
-        return [
-            wrap(
-                encode_share(y, params.modulus),
-                info.public_keys,
-                chain_id=self.chain.config.chain_id,
-                round_id=info.round_id,
-            )
-            for y in shares
-        ]
+        return self._wrap([encode_share(y, params.modulus) for y in shares], info)
 
-    async def submit(
-        self, x: float, *, clip: bool = False, client_id: str | None = None
+    async def submit_shares(
+        self, shares: Sequence[int], *, client_id: str | None = None
     ) -> Receipt:
-        """Encode and submit one value; returns once the entry mix has stored it.
+        """Submit pre-computed shares (for experiments that model colluding or deviating
+        users, who choose their own messages). ``shares`` must be ``m`` integers in [0, N).
+        Retries like :meth:`submit`: if the round closed first, the same shares go into the
+        next round."""
+        params = self.chain.params
+        if len(shares) != params.messages:
+            raise SubmissionRejected("wrong-count", f"expected {params.messages} shares")
+        payloads = [encode_share(int(y), params.modulus) for y in shares]
+        return await self._submit_payloads(lambda: payloads, client_id)
 
-        :raises InputRangeError: x is NaN or outside [0, 1] (unless ``clip``).
-        :raises SubmissionRejected: the entry mix refused it for a non-retryable reason.
-        :raises OSError: the entry mix was unreachable for ``retry_for`` seconds.
-        """
-        quantize(x, self.chain.params.precision, clip=clip)  # validate before any work
+    async def _submit_payloads(
+        self, make_payloads: Callable[[], list[bytes]], client_id: str | None
+    ) -> Receipt:
         client = client_id or secrets.token_hex(16)
         channel = self._entry[self._next % len(self._entry)]
         self._next += 1
@@ -244,7 +243,7 @@ class ChainClient:
         refresh = False
         for _attempt in range(1000):
             info = await self._current_round(refresh=refresh)
-            onions = await loop.run_in_executor(self._pool, self._prepare, x, info, clip)
+            onions = await loop.run_in_executor(self._pool, self._wrap, make_payloads(), info)
             try:
                 await channel.request(
                     {"type": "submit", "round": info.round_id, "client": client, "onions": onions}
@@ -256,6 +255,34 @@ class ChainClient:
             except MixnetError as exc:
                 raise SubmissionRejected(exc.code, exc.reason) from exc
         raise SubmissionRejected("round-closed", "no round accepted the submission")
+
+    def _wrap(self, payloads: list[bytes], info: _RoundInfo) -> list[bytes]:
+        return [
+            wrap(p, info.public_keys, chain_id=self.chain.config.chain_id, round_id=info.round_id)
+            for p in payloads
+        ]
+
+    async def submit(
+        self, x: float, *, clip: bool = False, client_id: str | None = None
+    ) -> Receipt:
+        """Encode and submit one value; returns once the entry mix has stored it.
+
+        A fresh encoding (Algorithm 1, with the pre-randomizer in single-user mode) is made for
+        each round tried; within a round, retries after a connection loss resend the identical
+        onions, which the entry mix acknowledges without counting them twice.
+
+        :raises InputRangeError: x is NaN or outside [0, 1] (unless ``clip``).
+        :raises SubmissionRejected: the entry mix refused it for a non-retryable reason.
+        :raises OSError: the entry mix was unreachable for ``retry_for`` seconds.
+        """
+        quantize(x, self.chain.params.precision, clip=clip)  # validate before any work
+        params = self.chain.params
+
+        def payloads() -> list[bytes]:
+            shares = encode(x, params, self.rng, clip=clip)
+            return [encode_share(y, params.modulus) for y in shares]
+
+        return await self._submit_payloads(payloads, client_id)
 
     async def submit_many(
         self,

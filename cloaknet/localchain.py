@@ -49,6 +49,7 @@ async def local_chain(
     *,
     mixes: int = 3,
     chain_id: str = "local",
+    dump_dir: Path | None = None,
 ) -> AsyncIterator[LocalChain]:
     """Start ``mixes`` mix nodes and an analyzer on 127.0.0.1 port 0, each with its own sqlite
     store in ``directory``; stop them all on exit."""
@@ -56,24 +57,31 @@ async def local_chain(
         raise ValueError("a chain needs at least one mix")
     names = [f"mix{i + 1}" for i in range(mixes)] + ["analyzer"]
     identities = [SigningKey.generate() for _ in range(mixes)]
-    intake = IntakePolicy(policy.min_users, policy.max_users, policy.deadline_seconds,
-                          policy.below_min)
+    intake = IntakePolicy(
+        policy.min_users, policy.max_users, policy.deadline_seconds, policy.below_min
+    )
     stores: list[NodeStore] = []
     started: list[BaseNode] = []
 
     def settings(hop: int, successor: str | None) -> NodeSettings:
         return NodeSettings(
-            chain_id=chain_id, name=names[hop], hop=hop, hops=mixes,
-            predecessor=names[hop - 1] if hop else None, successor_url=successor,
+            chain_id=chain_id,
+            name=names[hop],
+            hop=hop,
+            hops=mixes,
+            predecessor=names[hop - 1] if hop else None,
+            successor_url=successor,
             predecessor_identity=identities[hop - 1].verify_key if hop else None,
-            messages=params.messages, payload_length=params.share_bytes, policy=intake,
+            messages=params.messages,
+            payload_length=params.share_bytes,
+            policy=intake,
             chunk_size=policy.chunk_size,
         )
 
     try:
         store = NodeStore(directory / "analyzer.db")
         stores.append(store)
-        analyzer = AnalyzerNode(settings(mixes, None), store, params)
+        analyzer = AnalyzerNode(settings(mixes, None), store, params, dump_dir=dump_dir)
         port = await analyzer.start(HOST, 0)
         started.append(analyzer)
         urls = {"analyzer": f"ws://{HOST}:{port}"}
@@ -88,8 +96,9 @@ async def local_chain(
             mix_nodes.insert(0, mix)
         config = ChainConfig(
             chain_id=chain_id,
-            mixes=tuple(NodeInfo(names[i], urls[names[i]], identities[i].verify_key)
-                        for i in range(mixes)),
+            mixes=tuple(
+                NodeInfo(names[i], urls[names[i]], identities[i].verify_key) for i in range(mixes)
+            ),
             analyzer=NodeInfo("analyzer", urls["analyzer"], None),
             policy=policy,
             sections={},

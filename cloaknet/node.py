@@ -66,11 +66,21 @@ def node_settings(chain: CloakChain, name: str) -> NodeSettings:
     )
 
 
-def build_node(chain: CloakChain, name: str, key_path: Path | None, store: NodeStore) -> BaseNode:
-    """Construct (not start) the node ``name``: a mix needs its identity key file."""
+def build_node(
+    chain: CloakChain,
+    name: str,
+    key_path: Path | None,
+    store: NodeStore,
+    *,
+    dump_dir: Path | None = None,
+) -> BaseNode:
+    """Construct (not start) the node ``name``: a mix needs its identity key file; only the
+    analyzer accepts ``dump_dir``."""
     settings = node_settings(chain, name)
     if settings.hop == settings.hops:
-        return AnalyzerNode(settings, store, chain.params)
+        return AnalyzerNode(settings, store, chain.params, dump_dir=dump_dir)
+    if dump_dir is not None:
+        raise NodeConfigError("--dump-dir is an analyzer option")
     if key_path is None:
         raise NodeConfigError(f"mix {name!r} needs --key (its identity key file)")
     identity = read_key_file(key_path)
@@ -83,7 +93,12 @@ def build_node(chain: CloakChain, name: str, key_path: Path | None, store: NodeS
 
 
 async def run_node(
-    chain_path: Path, name: str, key_path: Path | None, db_path: Path | None, listen: str | None
+    chain_path: Path,
+    name: str,
+    key_path: Path | None,
+    db_path: Path | None,
+    listen: str | None,
+    dump_dir: Path | None = None,
 ) -> None:
     """Load the chain file, start the node and serve until SIGINT or SIGTERM."""
     chain = load_chain(chain_path)
@@ -94,7 +109,7 @@ async def run_node(
         raise NodeConfigError(f"no node named {name!r} in {chain_path}")
     host, port = host_port(url)
     store = NodeStore(db_path or chain_path.parent / f"{name}.db")
-    node = build_node(chain, name, key_path, store)
+    node = build_node(chain, name, key_path, store, dump_dir=dump_dir)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

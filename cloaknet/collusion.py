@@ -1,0 +1,856 @@
+"""The adversary of the collusion lemmas, made concrete: exact posteriors over one honest input.
+
+This module computes what an analyzer that colludes with some users can actually learn about
+one honest user's input from a single round of the invisibility cloak (Ghazi, Pagh and
+Velingker 2019). Lemma numbers follow the compiled paper as tabulated in
+:mod:`cloaknet.accounting` (Lemma 1 ``lemma:gamma_smooth``, Lemma 2
+``lemma:two_player_set_probability``, Lemma 3 ``lemma:pair_pointwise_DP``, Lemma 4
+``lemma:swap_dp``, Lemma 10 ``lemma:classical_pointwise_DP``, Lemma 11
+``lemma:subset_DP_single_user_changes``, Lemmas 12/13 ``lemma:resilient_privacy_*``).
+
+Model (the worst case the lemmas reduce to)
+-------------------------------------------
+Lemmas 12 and 13 condition on the colluders' messages and, through Lemma 4, on every other
+user's encoding, leaving *two* honest users whose 2m shares are all the adversary does not
+know. Here the adversary
+
+* sees the shuffled multiset of every share of the round (:attr:`Trial.view`);
+* knows each colluder's input and exactly the messages it sent, and removes them by multiset
+  difference (:func:`remove_messages`), leaving the honest residual E of 2m shares;
+* knows the honest pair's rounded total x̄1 + x̄2 (sum-preserving changes), or the other honest
+  user's input x̄2 exactly (single-user changes).
+
+For the multiset E let B_x be the number of size-m index subsets S of {1..2m} with
+Σ_{i∈S} E_i ≡ x (mod N) (the B_{y*,x} of Lemma 3's proof). By Lemma 2 and the proof of
+Lemma 3, with x̄ = floor(x·k),
+
+    P[E | x̄1, x̄2] = (m!)² / (N^{2(m-1)} · Π_v mult_E(v)!) · B_{x̄1} · 1[ΣE ≡ x̄1 + x̄2 (mod N)].
+
+The paper states this for distinct elements (where Π mult! = 1); counting index permutations
+instead of value tuples shows it holds for every multiset, and the factor 1/Π mult! does not
+depend on the inputs, so it cancels from every likelihood ratio and posterior here.
+
+In single-user mode user i first adds b_i·w_i with b_i ~ Bernoulli(q), w_i ~ D_{N,p}
+(Section 2.4). Since D_{N,p} is supported on a full residue system, summing over the encoded
+values gives (Lemma 10's proof, averaged over both noises)
+
+    P[E | x̄1, x̄2, b1, b2] ∝ Σ_{t ∈ Z_N} B_t · f1(t − x̄1) · f2(s − t − x̄2),    s = ΣE mod N,
+
+with f_i(d) = D_{N,p}[d centred into {−(N−1)/2..(N−1)/2}] if b_i = 1 and f_i(d) = 1[d ≡ 0]
+if b_i = 0. **The adversary here is told b1 and b2**, which is stronger than the adversary of
+Lemmas 11 and 13 (there the b's are hidden and the e^{-q(n-|C|)} term pays for all of them
+being 0); its privacy loss is therefore an upper bound on the lemma's adversary's loss for the
+same view.
+
+The γ of Definition 2 realised by a view is :func:`realized_gamma`; Lemmas 3 and 10 bound the
+pointwise privacy loss of a γ-smooth, distinct view by ln((1+γ)/(1−γ)) (plus k·ln(1/p) in the
+single-user case), and :class:`Posterior` gives the actual loss to compare against.
+
+All functions raise :class:`~cloaknet.errors.ParameterError` on bad arguments. Randomness in
+the simulator comes only from the :class:`~cloaknet.randomness.RandomSource` passed in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from cloaknet.encoding import split
+from cloaknet.errors import ParameterError
+from cloaknet.noise import sample_truncated_laplace, truncated_laplace_pmf
+from cloaknet.randomness import RandomSource, bernoulli_fraction
+
+__all__ = [
+    "BEHAVIOURS",
+    "Analysis",
+    "Behaviour",
+    "Mode",
+    "Posterior",
+    "Trial",
+    "ViewStats",
+    "analyze_trial",
+    "colluder_messages",
+    "is_gamma_smooth",
+    "posterior_single_user",
+    "posterior_sum_preserving",
+    "realized_gamma",
+    "remove_messages",
+    "simulate_trial",
+    "subset_sum_counts",
+    "view_stats",
+]
+
+Behaviour = Literal["honest", "zeros", "reuse", "collide"]
+#: Every colluder behaviour understood by :func:`colluder_messages`.
+BEHAVIOURS: tuple[Behaviour, ...] = ("honest", "zeros", "reuse", "collide")
+
+Mode = Literal["sum-preserving", "single-user"]
+_MODES: tuple[Mode, ...] = ("sum-preserving", "single-user")
+
+# Counts that stay below this bound fit an int64 with room for one addition.
+_INT64_LIMIT = 2**62
+
+
+# --------------------------------------------------------------------------------------------
+# Validation helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _check_int(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ParameterError(f"{name} must be an integer, got {value!r}")
+    result = int(value)
+    if result < minimum:
+        raise ParameterError(f"{name} must be >= {minimum}, got {result}")
+    return result
+
+
+def _as_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ParameterError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _share_list(
+    shares: Sequence[int] | NDArray[np.integer[Any]], modulus: int, name: str = "shares"
+) -> list[int]:
+    """The shares as Python ints, each checked to lie in [0, N)."""
+    if isinstance(shares, np.ndarray):
+        if shares.ndim != 1:
+            raise ParameterError(f"{name} must be one-dimensional, got shape {shares.shape}")
+        items: list[object] = shares.tolist()
+    else:
+        items = list(shares)
+    out: list[int] = []
+    for index, value in enumerate(items):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ParameterError(f"{name}[{index}] is not an integer: {value!r}")
+        share = int(value)
+        if not 0 <= share < modulus:
+            raise ParameterError(f"{name}[{index}] = {share} is not in [0, N) for N = {modulus}")
+        out.append(share)
+    return out
+
+
+def _check_mode(mode: object) -> Mode:
+    for known in _MODES:
+        if mode == known:
+            return known
+    raise ParameterError(f"mode must be one of {_MODES}, got {mode!r}")
+
+
+def _check_behaviour(behaviour: object) -> Behaviour:
+    for known in BEHAVIOURS:
+        if behaviour == known:
+            return known
+    raise ParameterError(f"behaviour must be one of {BEHAVIOURS}, got {behaviour!r}")
+
+
+def _check_fraction(name: str, value: object) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, Fraction | int):
+        raise ParameterError(f"{name} must be a fractions.Fraction or int, got {value!r}")
+    return Fraction(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Subset-sum counts and γ-smoothness (Definition 2, Lemma 1)
+# --------------------------------------------------------------------------------------------
+
+
+def subset_sum_counts(
+    shares: Sequence[int] | NDArray[np.integer[Any]], m: int, modulus: int
+) -> NDArray[Any]:
+    """B_x for every x in Z_N: the number of size-m index subsets S with Σ_{i∈S} shares_i ≡ x.
+
+    This is B_{y*,x} of Lemma 3's proof (``lemma:pair_pointwise_DP``; also Lemma 10) for the
+    multiset y* = ``shares``; equal values at different positions are different indices, so
+    Σ_x B_x = C(len(shares), m) always.
+
+    Exact dynamic programme over (elements, subset size, sum mod N): for each element y,
+    dp[c] += dp[c−1] rotated by y, for c from min(i, m) down to 1 (sizes that can no longer
+    reach m are skipped). Cost O(len(shares) · m · N) integer additions on numpy rows, e.g.
+    about 0.05 s for 40 shares, m = 20, N = 10⁵; memory (m+1)·N counters.
+
+    :param shares: the multiset, as ints in [0, N) (a sequence or a 1-d integer array).
+    :param m: subset size, 1 <= m <= len(shares).
+    :param modulus: N >= 2 (any N; oddness is not needed here).
+    :returns: an array of length N; dtype int64 when C(len(shares), m) < 2**62, else dtype
+        object holding exact Python ints. (Intermediate rows use Python ints whenever a
+        partial count could exceed 2**62, so the result is exact in every case.)
+    :raises ParameterError: m or N out of range, or a share not an int in [0, N).
+    """
+    modulus = _check_int("modulus", modulus, 2)
+    values = _share_list(shares, modulus)
+    n = len(values)
+    m = _check_int("m", m, 1)
+    if m > n:
+        raise ParameterError(f"m = {m} exceeds the number of shares {n}")
+    # dp[c][x] <= C(i, c) <= C(n, min(m, n // 2)), the largest count any row can hold.
+    peak = math.comb(n, min(m, n // 2))
+    dtype: type[np.int64] | type[object] = np.int64 if peak < _INT64_LIMIT else object
+    dp: NDArray[Any] = np.zeros((m + 1, modulus), dtype=dtype)
+    dp[0, 0] = 1
+    for i, y in enumerate(values, start=1):
+        lowest = max(1, m - (n - i))
+        for c in range(min(i, m), lowest - 1, -1):
+            src = dp[c - 1]
+            dst = dp[c]
+            if y == 0:
+                dst += src
+            else:
+                dst[y:] += src[: modulus - y]
+                dst[:y] += src[modulus - y :]
+    result: NDArray[Any] = dp[m].copy()
+    if math.comb(n, m) < _INT64_LIMIT:
+        return result.astype(np.int64)
+    if result.dtype != object:
+        return np.array([int(v) for v in result.tolist()], dtype=object)
+    return result
+
+
+def _checked_counts(
+    counts: NDArray[Any] | None, values: list[int], m: int, modulus: int
+) -> NDArray[Any]:
+    """``counts`` if given (shape and total checked), else :func:`subset_sum_counts`."""
+    if counts is None:
+        return subset_sum_counts(values, m, modulus)
+    arr = np.asarray(counts)
+    if arr.shape != (modulus,):
+        raise ParameterError(f"counts must have shape ({modulus},), got {arr.shape}")
+    total = sum(int(v) for v in arr.tolist())
+    expected = math.comb(len(values), m)
+    if total != expected:
+        raise ParameterError(
+            f"counts sum to {total}, not C({len(values)}, {m}) = {expected}: "
+            "they are not the subset-sum counts of these shares"
+        )
+    return arr
+
+
+@dataclass(frozen=True)
+class ViewStats:
+    """How far one 2m-share view is from the conditions of Lemma 3 / Lemma 10.
+
+    ``gamma`` is the realised γ of Definition 2 (``def:gamma_smooth``), the least γ for which
+    the view is γ-smooth: max_x |B_x · N / C(2m, m) − 1| (dimensionless, >= 0; 0 would mean
+    perfectly uniform subset sums). ``distinct`` says whether the 2m shares are pairwise
+    distinct (the other condition of the set of good views in Lemma 1).
+    """
+
+    gamma: float
+    distinct: bool
+
+
+def realized_gamma(counts: NDArray[Any], m: int, modulus: int) -> float:
+    """The realised γ of Definition 2: max_x |B_x · N / C(2m, m) − 1|.
+
+    Computed exactly with Python ints and rounded once to the nearest float.
+
+    :param counts: B_x for x in Z_N (as from :func:`subset_sum_counts` of 2m shares).
+    :param m: shares per user, >= 1 (the view has 2m shares).
+    :param modulus: N >= 2.
+    :raises ParameterError: wrong shape, negative counts, or counts not summing to C(2m, m).
+    """
+    modulus = _check_int("modulus", modulus, 2)
+    m = _check_int("m", m, 1)
+    arr = np.asarray(counts)
+    if arr.shape != (modulus,):
+        raise ParameterError(f"counts must have shape ({modulus},), got {arr.shape}")
+    values = [int(v) for v in arr.tolist()]
+    if min(values) < 0:
+        raise ParameterError("counts must be non-negative")
+    total = sum(values)
+    expected = math.comb(2 * m, m)
+    if total != expected:
+        raise ParameterError(f"counts sum to {total}, not C(2m, m) = {expected} for m = {m}")
+    deviation = max(max(values) * modulus - total, total - min(values) * modulus)
+    return deviation / total  # int / int: correctly rounded
+
+
+def view_stats(
+    shares: Sequence[int] | NDArray[np.integer[Any]],
+    m: int,
+    modulus: int,
+    counts: NDArray[Any] | None = None,
+) -> ViewStats:
+    """Realised γ and distinctness of a view of exactly 2m shares (Definition 2, Lemma 1).
+
+    :param counts: optionally the precomputed ``subset_sum_counts(shares, m, modulus)``
+        (only its shape and total are checked).
+    :raises ParameterError: len(shares) != 2m, or as :func:`subset_sum_counts`.
+    """
+    modulus = _check_int("modulus", modulus, 2)
+    m = _check_int("m", m, 1)
+    values = _share_list(shares, modulus)
+    if len(values) != 2 * m:
+        raise ParameterError(f"a view has 2m = {2 * m} shares, got {len(values)}")
+    counts = _checked_counts(counts, values, m, modulus)
+    return ViewStats(
+        gamma=realized_gamma(counts, m, modulus),
+        distinct=len(set(values)) == len(values),
+    )
+
+
+def is_gamma_smooth(stats: ViewStats, gamma: float) -> bool:
+    """Whether the view lies in the good set of Lemma 1: distinct and γ-smooth.
+
+    True iff ``stats.distinct`` and ``stats.gamma <= gamma`` (the float comparison can err
+    only when the exact γ is within one rounding of ``gamma``).
+    """
+    return stats.distinct and stats.gamma <= gamma
+
+
+# --------------------------------------------------------------------------------------------
+# Posteriors (Lemma 3 for sum-preserving changes, Lemma 10 for single-user changes)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Posterior:
+    """The adversary's belief about the target's rounded input x̄1 after one view.
+
+    ``support`` holds the feasible x̄1 (ascending), ``log_likelihood[i]`` is
+    ln P[E | x̄1 = support[i]] up to one additive constant common to all entries (−inf where
+    the view is impossible), and ``probabilities`` the posterior under the prior used
+    (non-negative, sums to 1).
+    """
+
+    support: NDArray[np.int64]
+    log_likelihood: NDArray[np.float64]
+    probabilities: NDArray[np.float64]
+
+    @property
+    def map_guess(self) -> int:
+        """The maximum a posteriori x̄1 (the smallest one on ties)."""
+        return int(self.support[int(np.argmax(self.probabilities))])
+
+    def privacy_loss(self) -> float:
+        """max over a, b in the support of ln P[E|a] / P[E|b] (nats).
+
+        The realised pointwise loss that Lemma 3 bounds by ln((1+γ)/(1−γ)) for a γ-smooth,
+        distinct view, and Lemma 10 by that plus k·ln(1/p). It is +inf when some feasible
+        input makes the view impossible, 0 for a one-point support.
+        """
+        if np.any(np.isneginf(self.log_likelihood)):
+            return math.inf
+        return float(np.max(self.log_likelihood) - np.min(self.log_likelihood))
+
+    def _index(self, value: int) -> int:
+        position = int(np.searchsorted(self.support, value))
+        if position >= len(self.support) or int(self.support[position]) != value:
+            raise ParameterError(f"{value} is not in the posterior's support")
+        return position
+
+    def loss_between(self, a: int, b: int) -> float:
+        """ln P[E | a] − ln P[E | b] in nats; +inf / −inf when only b / only a is impossible.
+
+        :raises ParameterError: a or b not in the support, or both impossible (0/0).
+        """
+        la = float(self.log_likelihood[self._index(a)])
+        lb = float(self.log_likelihood[self._index(b)])
+        if la == -math.inf and lb == -math.inf:
+            raise ParameterError(f"both {a} and {b} are impossible for this view")
+        return la - lb
+
+
+def _log_counts(counts: NDArray[Any]) -> NDArray[np.float64]:
+    """ln B_x elementwise (−inf where B_x = 0); exact ints go through math.log."""
+    if counts.dtype == object:
+        return np.array(
+            [math.log(c) if c > 0 else -math.inf for c in counts.tolist()], dtype=np.float64
+        )
+    as_float = counts.astype(np.float64)
+    out = np.full(as_float.shape, -np.inf, dtype=np.float64)
+    np.log(as_float, out=out, where=as_float > 0)
+    return out
+
+
+def _prior_over(
+    prior: NDArray[Any] | None, precision: int, support: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    if prior is None:
+        return np.ones(len(support), dtype=np.float64)
+    arr = np.asarray(prior, dtype=np.float64)
+    if arr.shape != (precision + 1,):
+        raise ParameterError(f"prior must have shape ({precision + 1},) (over 0..k)")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ParameterError("prior must be finite and non-negative")
+    weights: NDArray[np.float64] = arr[support]
+    if not np.sum(weights) > 0:
+        raise ParameterError("prior gives zero mass to every feasible input")
+    return weights
+
+
+def _make_posterior(
+    support: NDArray[np.int64], log_likelihood: NDArray[np.float64], weights: NDArray[np.float64]
+) -> Posterior:
+    if not np.any(np.isfinite(log_likelihood)):
+        raise ParameterError("the view is impossible for every feasible input")
+    with np.errstate(divide="ignore"):
+        log_post = log_likelihood + np.log(weights)
+    top = float(np.max(log_post))
+    if top == -math.inf:
+        raise ParameterError("the prior gives zero mass to every input consistent with the view")
+    unnormalised = np.exp(log_post - top)
+    probabilities = unnormalised / np.sum(unnormalised)
+    return Posterior(support=support, log_likelihood=log_likelihood, probabilities=probabilities)
+
+
+def posterior_sum_preserving(
+    honest_shares: Sequence[int] | NDArray[np.integer[Any]],
+    m: int,
+    modulus: int,
+    precision: int,
+    total: int,
+    prior: NDArray[Any] | None = None,
+    *,
+    counts: NDArray[Any] | None = None,
+) -> Posterior:
+    """Posterior over the target's x̄1 given the honest residual E and x̄1 + x̄2 = ``total``.
+
+    The sum-preserving neighbourhood of Lemmas 3 and 12: the support is
+    {x̄1 ∈ 0..k : 0 <= total − x̄1 <= k} and, by Lemma 3's proof (valid for repeated shares
+    too, see the module docstring), P[E | x̄1, total − x̄1] ∝ B_{x̄1 mod N}; the returned
+    log-likelihood is exactly ln B_{x̄1 mod N}.
+
+    :param honest_shares: the 2m honest shares E (ints in [0, N); order irrelevant).
+    :param m: shares per user, >= 1.
+    :param modulus: N >= 2.
+    :param precision: k >= 1; inputs x̄ range over 0..k.
+    :param total: x̄1 + x̄2 as an integer in 0..2k (known to the adversary).
+    :param prior: optional weights over x̄1 = 0..k (shape (k+1,), finite, >= 0); x̄2's prior
+        is taken uniform. Default: uniform over the support.
+    :param counts: optional precomputed ``subset_sum_counts(honest_shares, m, modulus)``.
+    :raises ParameterError: bad parameters; len(E) != 2m; total outside 0..2k; "view
+        inconsistent with total" when ΣE ≢ total (mod N); a view impossible for every
+        feasible x̄1; a prior with no mass on the possible inputs.
+    """
+    modulus = _check_int("modulus", modulus, 2)
+    m = _check_int("m", m, 1)
+    precision = _check_int("precision", precision, 1)
+    total = _as_int("total", total)
+    values = _share_list(honest_shares, modulus, "honest_shares")
+    if len(values) != 2 * m:
+        raise ParameterError(f"expected 2m = {2 * m} honest shares, got {len(values)}")
+    low, high = max(0, total - precision), min(precision, total)
+    if low > high:
+        raise ParameterError(f"total must lie in 0..2k = 0..{2 * precision}, got {total}")
+    if sum(values) % modulus != total % modulus:
+        raise ParameterError("view inconsistent with total: ΣE ≢ total (mod N)")
+    counts = _checked_counts(counts, values, m, modulus)
+    support = np.arange(low, high + 1, dtype=np.int64)
+    log_likelihood = _log_counts(counts)[support % modulus]
+    return _make_posterior(support, log_likelihood, _prior_over(prior, precision, support))
+
+
+def _log_kernel(modulus: int, p: float, noisy: bool) -> NDArray[np.float64]:
+    """ln f(d) for d = 0..N−1 (d read mod N): ln D_{N,p}[centred d] if noisy, else ln 1[d≡0]."""
+    if not noisy:
+        kernel = np.full(modulus, -np.inf, dtype=np.float64)
+        kernel[0] = 0.0
+        return kernel
+    distance = np.arange(modulus, dtype=np.int64)
+    distance = np.minimum(distance, modulus - distance)  # |centred d|
+    log_mass_zero = math.log(truncated_laplace_pmf(0, modulus, p))
+    result: NDArray[np.float64] = log_mass_zero + distance.astype(np.float64) * math.log(p)
+    return result
+
+
+def _logsumexp(values: NDArray[np.float64]) -> float:
+    top = float(np.max(values))
+    if top == -math.inf:
+        return -math.inf
+    return top + math.log(float(np.sum(np.exp(values - top))))
+
+
+def posterior_single_user(
+    honest_shares: Sequence[int] | NDArray[np.integer[Any]],
+    m: int,
+    modulus: int,
+    precision: int,
+    *,
+    other_input: int,
+    noise_p: float,
+    target_noisy: bool,
+    other_noisy: bool,
+    prior: NDArray[Any] | None = None,
+    counts: NDArray[Any] | None = None,
+) -> Posterior:
+    """Posterior over the target's x̄1 ∈ 0..k when x̄2 = ``other_input`` is known (Lemmas 10, 13).
+
+    The log-likelihood is ln Σ_t B_t · f1(t − x̄1) · f2(s − t − x̄2) with s = ΣE mod N and f_i
+    as in the module docstring: the truncated discrete Laplace mass D_{N,p} for a noisy user,
+    the point mass at 0 otherwise. The adversary knows both noise indicators
+    (``target_noisy``, ``other_noisy``), a stronger adversary than Lemma 11/13's.
+
+    Computed in float64 log space (B_t = 0 and far-out D masses, which would underflow, are
+    handled exactly as −inf / as logs): a_t = ln B_t + ln f2(s − t − x̄2) once, then for
+    each x̄1 a log-sum-exp of a_t + ln f1(t − x̄1) over t. Cost O(N·(k+1)) when the target
+    is noisy (about 0.1 s for N = 10⁵, k = 100), O(N) otherwise.
+
+    :param honest_shares: the 2m honest shares E.
+    :param m: shares per user, >= 1.
+    :param modulus: N, odd and >= 3 (the support of D_{N,p}).
+    :param precision: k >= 1.
+    :param other_input: x̄2 in 0..k.
+    :param noise_p: p of D_{N,p}, 0 < p < 1 (p = exp(−1/scale), see
+        :func:`cloaknet.noise.noise_p`); validated even if no user is noisy.
+    :param prior: optional weights over x̄1 = 0..k (shape (k+1,)); default uniform.
+    :param counts: optional precomputed ``subset_sum_counts(honest_shares, m, modulus)``.
+    :raises ParameterError: bad parameters, len(E) != 2m, a view impossible for every x̄1,
+        or a prior with no mass on the possible inputs.
+    """
+    modulus = _check_int("modulus", modulus, 3)
+    m = _check_int("m", m, 1)
+    precision = _check_int("precision", precision, 1)
+    truncated_laplace_pmf(0, modulus, noise_p)  # validates odd N and p in (0, 1)
+    other = _as_int("other_input", other_input)
+    if not 0 <= other <= precision:
+        raise ParameterError(f"other_input must lie in 0..k = 0..{precision}, got {other}")
+    values = _share_list(honest_shares, modulus, "honest_shares")
+    if len(values) != 2 * m:
+        raise ParameterError(f"expected 2m = {2 * m} honest shares, got {len(values)}")
+    counts = _checked_counts(counts, values, m, modulus)
+    s = sum(values) % modulus
+    t = np.arange(modulus, dtype=np.int64)
+    log_f2 = _log_kernel(modulus, noise_p, bool(other_noisy))
+    log_a = _log_counts(counts) + log_f2[(s - t - other) % modulus]
+    support = np.arange(precision + 1, dtype=np.int64)
+    if target_noisy:
+        log_f1 = _log_kernel(modulus, noise_p, True)
+        log_likelihood = np.array(
+            [_logsumexp(log_a + np.roll(log_f1, int(x1))) for x1 in support], dtype=np.float64
+        )
+    else:
+        log_likelihood = log_a[support % modulus]
+    return _make_posterior(support, log_likelihood, _prior_over(prior, precision, support))
+
+
+# --------------------------------------------------------------------------------------------
+# Colluders and the round simulator
+# --------------------------------------------------------------------------------------------
+
+
+def colluder_messages(
+    behaviour: Behaviour,
+    inputs: Sequence[int],
+    m: int,
+    modulus: int,
+    rng: RandomSource,
+    *,
+    honest_shares_hint: Sequence[int] | None = None,
+) -> list[list[int]]:
+    """The m messages each colluder sends (and later reveals to the analyzer), one list each.
+
+    * ``"honest"``: each colluder encodes its own x̄ with Algorithm 1 (:func:`split`).
+    * ``"zeros"``: every colluder sends m zeros.
+    * ``"reuse"``: colluder 0 encodes honestly, every other colluder resends its messages.
+    * ``"collide"``: every share is drawn uniformly from ``honest_shares_hint`` when given (a
+      model of colluders that duplicate honest shares, e.g. through a compromised client
+      library), else uniformly from Z_N.
+
+    Lemmas 12 and 13 (via Lemma 4) condition on the colluders' messages, so they cover every
+    behaviour whose messages are independent of the honest users' randomness and revealed —
+    all of the above except ``"collide"`` with a hint, which is outside that assumption. Since
+    colluders reveal exactly what they sent, the analyzer's multiset difference always leaves
+    exactly the honest shares (:func:`remove_messages`): a revealed deviation can change the
+    total, never the honest residual multiset.
+
+    :param inputs: the colluders' rounded inputs x̄ (one per colluder; ignored by "zeros" and
+        "collide", only inputs[0] used by "reuse").
+    :param m: messages per user, >= 1; ``modulus``: N >= 2.
+    :raises ParameterError: unknown behaviour, bad m / N, or a hint value outside [0, N) or an
+        empty hint.
+    """
+    behaviour = _check_behaviour(behaviour)
+    m = _check_int("m", m, 1)
+    modulus = _check_int("modulus", modulus, 2)
+    xs = [_as_int(f"inputs[{i}]", x) for i, x in enumerate(inputs)]
+    if behaviour == "honest":
+        return [split(x, m, modulus, rng) for x in xs]
+    if behaviour == "zeros":
+        return [[0] * m for _ in xs]
+    if behaviour == "reuse":
+        if not xs:
+            return []
+        first = split(xs[0], m, modulus, rng)
+        return [list(first) for _ in xs]
+    if honest_shares_hint is None:
+        return [[rng.randbelow(modulus) for _ in range(m)] for _ in xs]
+    hint = _share_list(honest_shares_hint, modulus, "honest_shares_hint")
+    if not hint:
+        raise ParameterError("honest_shares_hint must not be empty")
+    return [[hint[rng.randbelow(len(hint))] for _ in range(m)] for _ in xs]
+
+
+def remove_messages(view: Sequence[int], revealed: Sequence[Sequence[int]]) -> list[int]:
+    """Multiset difference: ``view`` minus every share of every revealed message list.
+
+    The result keeps the view's order (for each value the first occurrences are removed).
+
+    :raises ParameterError: a revealed share does not occur in the view often enough.
+    """
+    pending = Counter(int(y) for message in revealed for y in message)
+    available = Counter(int(y) for y in view)
+    for value, needed in pending.items():
+        if available[value] < needed:
+            raise ParameterError(
+                f"revealed share {value} occurs {needed} times but only "
+                f"{available[value]} times in the view"
+            )
+    residual: list[int] = []
+    for y in view:
+        value = int(y)
+        if pending[value] > 0:
+            pending[value] -= 1
+        else:
+            residual.append(value)
+    return residual
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One simulated round as the colluding analyzer sees it, plus the ground truth.
+
+    ``view`` is the shuffled multiset of all shares (honest and colluders');
+    ``honest_shares`` the target's m shares followed by the other honest user's m shares;
+    inputs are rounded values x̄ in 0..k; noises are the w added before encoding (0 when the
+    user is not noisy, and always 0 in sum-preserving mode).
+    """
+
+    view: list[int]
+    honest_shares: list[int]
+    colluder_messages: list[list[int]]
+    target_input: int
+    other_input: int
+    colluder_inputs: list[int]
+    target_noise: int
+    other_noise: int
+    target_noisy: bool
+    other_noisy: bool
+
+
+def _shuffle(values: list[int], rng: RandomSource) -> None:
+    """Uniform in-place permutation (Fisher–Yates with exact ``randbelow``)."""
+    for i in range(len(values) - 1, 0, -1):
+        j = rng.randbelow(i + 1)
+        values[i], values[j] = values[j], values[i]
+
+
+def simulate_trial(
+    *,
+    m: int,
+    modulus: int,
+    precision: int,
+    colluders: int,
+    behaviour: Behaviour,
+    mode: Mode,
+    rng: RandomSource,
+    noise_scale: Fraction | None = None,
+    q: Fraction | None = None,
+    target_input: int | None = None,
+    other_input: int | None = None,
+    target_noisy: bool | None = None,
+    other_noisy: bool | None = None,
+) -> Trial:
+    """Simulate one round with two honest users and ``colluders`` colluding users.
+
+    Order of draws from ``rng`` (fixed, so a seeded :class:`DeterministicRandom` replays a
+    trial exactly): target and other inputs (uniform in 0..k unless given), the colluders'
+    inputs, then per honest user (target first) the noise indicator b ~ Bernoulli(q) (exact)
+    and w ~ D_{N,p} with p = exp(−1/noise_scale) (exact sampler) if b = 1 — single-user mode
+    only — and its m shares (Algorithm 1 on x̄ + b·w), then the colluders' messages
+    (:func:`colluder_messages`; "collide" gets the honest shares as its hint), then a uniform
+    shuffle of all (2 + colluders)·m shares.
+
+    :param m: messages per user, >= 1 (m < 4 is allowed for experiments).
+    :param modulus: N >= 2; odd and >= 3 in single-user mode.
+    :param precision: k >= 1.
+    :param colluders: number of colluding users, >= 0.
+    :param noise_scale: positive Fraction / int; required in single-user mode, must be None
+        in sum-preserving mode (likewise ``q``, a Fraction / int in [0, 1]).
+    :param target_input: x̄1 in 0..k, or None for uniform; ``other_input`` likewise.
+    :param target_noisy: single-user mode: force the target's noise indicator b instead of
+        drawing it with probability q (experiments that pick a noisy partner, as the proof of
+        Lemma 11 does, decide the indicators themselves); ``other_noisy`` likewise.
+    :raises ParameterError: any parameter out of range or inconsistent with ``mode``.
+    """
+    m = _check_int("m", m, 1)
+    modulus = _check_int("modulus", modulus, 2)
+    precision = _check_int("precision", precision, 1)
+    colluders = _check_int("colluders", colluders, 0)
+    behaviour = _check_behaviour(behaviour)
+    mode = _check_mode(mode)
+    noisy_mode = mode == "single-user"
+    q_value = Fraction(0)
+    if noisy_mode:
+        if noise_scale is None or q is None:
+            raise ParameterError("single-user mode needs noise_scale and q")
+        scale = _check_fraction("noise_scale", noise_scale)
+        if scale <= 0:
+            raise ParameterError(f"noise_scale must be > 0, got {scale}")
+        q_value = _check_fraction("q", q)
+        if not 0 <= q_value <= 1:
+            raise ParameterError(f"q must lie in [0, 1], got {q_value}")
+        truncated_laplace_pmf(0, modulus, 0.5)  # validates odd N >= 3
+    elif noise_scale is not None or q is not None:
+        raise ParameterError("noise_scale and q apply only to single-user mode")
+
+    def pick(name: str, given: int | None) -> int:
+        if given is None:
+            return rng.randbelow(precision + 1)
+        value = _as_int(name, given)
+        if not 0 <= value <= precision:
+            raise ParameterError(f"{name} must lie in 0..k = 0..{precision}, got {value}")
+        return value
+
+    x1 = pick("target_input", target_input)
+    x2 = pick("other_input", other_input)
+    colluder_inputs = [rng.randbelow(precision + 1) for _ in range(colluders)]
+
+    if not noisy_mode and (target_noisy or other_noisy):
+        raise ParameterError("noise indicators apply only to single-user mode")
+
+    def noise(forced: bool | None) -> tuple[bool, int]:
+        if not noisy_mode:
+            return False, 0
+        if forced is None:
+            forced = bernoulli_fraction(q_value.numerator, q_value.denominator, rng)
+        if not forced:
+            return False, 0
+        assert noise_scale is not None
+        return True, sample_truncated_laplace(modulus, noise_scale, rng)
+
+    noisy1, w1 = noise(target_noisy)
+    shares1 = split(x1 + w1, m, modulus, rng)
+    noisy2, w2 = noise(other_noisy)
+    shares2 = split(x2 + w2, m, modulus, rng)
+    honest = shares1 + shares2
+    messages = colluder_messages(
+        behaviour,
+        colluder_inputs,
+        m,
+        modulus,
+        rng,
+        honest_shares_hint=honest if behaviour == "collide" else None,
+    )
+    view = honest + [y for message in messages for y in message]
+    _shuffle(view, rng)
+    return Trial(
+        view=view,
+        honest_shares=honest,
+        colluder_messages=messages,
+        target_input=x1,
+        other_input=x2,
+        colluder_inputs=colluder_inputs,
+        target_noise=w1,
+        other_noise=w2,
+        target_noisy=noisy1,
+        other_noisy=noisy2,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The adversary's analysis of one trial
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What the colluding analyzer learns about the target from one :class:`Trial`.
+
+    ``gamma``/``distinct``: :class:`ViewStats` of the honest residual (Definition 2, Lemma 1).
+    ``privacy_loss``: :meth:`Posterior.privacy_loss` (nats; compare with ln((1+γ)/(1−γ)) of
+    Lemma 3, plus k·ln(1/p) under Lemma 10). ``neighbour_loss``: |ln P[E|x̄1]/P[E|a]| for the
+    true x̄1 and the feasible a farthest from it (the smaller such a on ties). ``guess_correct``:
+    the MAP guess equals the true x̄1. ``prior_success``: success probability of the best guess
+    under the (uniform) prior alone, 1/|support|. ``posterior_target``: posterior probability of
+    the true x̄1.
+    """
+
+    gamma: float
+    distinct: bool
+    privacy_loss: float
+    neighbour_loss: float
+    guess_correct: bool
+    prior_success: float
+    posterior_target: float
+
+
+def analyze_trial(
+    trial: Trial,
+    *,
+    m: int,
+    modulus: int,
+    precision: int,
+    mode: Mode,
+    noise_p: float | None = None,
+) -> Analysis:
+    """Run the colluding analyzer on one trial with a uniform prior.
+
+    Removes the colluders' revealed messages from the view, checks that exactly the honest
+    shares remain, computes B once, then the view's :class:`ViewStats` and the posterior:
+    :func:`posterior_sum_preserving` with total = x̄1 + x̄2 in sum-preserving mode,
+    :func:`posterior_single_user` with x̄2 and both noise indicators known in single-user mode.
+
+    :param noise_p: p of D_{N,p}; required in single-user mode.
+    :raises ParameterError: ``mode`` or ``noise_p`` inconsistent with the trial, or a residual
+        that is not the honest shares (a malformed trial).
+    """
+    mode = _check_mode(mode)
+    m = _check_int("m", m, 1)
+    modulus = _check_int("modulus", modulus, 2)
+    if len(trial.honest_shares) != 2 * m:
+        raise ParameterError(
+            f"trial has {len(trial.honest_shares)} honest shares, expected 2m = {2 * m}"
+        )
+    residual = remove_messages(trial.view, trial.colluder_messages)
+    if Counter(residual) != Counter(trial.honest_shares):
+        raise ParameterError("the view minus the colluders' messages is not the honest shares")
+    counts = subset_sum_counts(residual, m, modulus)
+    stats = view_stats(residual, m, modulus, counts=counts)
+    if mode == "sum-preserving":
+        if trial.target_noisy or trial.other_noisy:
+            raise ParameterError("a trial with noise cannot be analysed in sum-preserving mode")
+        posterior = posterior_sum_preserving(
+            residual,
+            m,
+            modulus,
+            precision,
+            trial.target_input + trial.other_input,
+            counts=counts,
+        )
+    else:
+        if noise_p is None:
+            raise ParameterError("single-user mode needs noise_p")
+        posterior = posterior_single_user(
+            residual,
+            m,
+            modulus,
+            precision,
+            other_input=trial.other_input,
+            noise_p=noise_p,
+            target_noisy=trial.target_noisy,
+            other_noisy=trial.other_noisy,
+            counts=counts,
+        )
+    support = posterior.support
+    target = trial.target_input
+    target_index = int(np.searchsorted(support, target))
+    alternative = int(support[int(np.argmax(np.abs(support - target)))])
+    return Analysis(
+        gamma=stats.gamma,
+        distinct=stats.distinct,
+        privacy_loss=posterior.privacy_loss(),
+        neighbour_loss=abs(posterior.loss_between(target, alternative)),
+        guess_correct=posterior.map_guess == target,
+        prior_success=1.0 / len(support),
+        posterior_target=float(posterior.probabilities[target_index]),
+    )
