@@ -15,10 +15,11 @@ Privacy: the shuffled k-ary randomized response with blanket probability
 
     γ = max( 14·d·ln(2/δ) / ((n−1)·ε²),  27·d / ((n−1)·ε) )
 
-is (ε, δ)-DP (the privacy-blanket bound for randomized response on a domain of d values,
-Theorem 3.1 of the paper as used in its real-summation corollary; the constants 14 and 27
-are the ones quoted in the brief and in the authors' public experiment code, which computes
-the largest admissible precision as (n−1)ε / max(14 ln(2/δ)/ε, 27)). Here the domain
+is (ε, δ)-DP: the privacy-blanket bound for randomized response on a domain of d values.
+**Verification status:** the paper's body could not be retrieved with the available search
+tools, so the theorem number (Theorem 3.1 in the brief) is not verified; the constants 14
+and 27 are the brief's and agree with the authors' public experiment code, which computes
+the largest admissible precision as (n−1)ε / max(14 ln(2/δ)/ε, 27). Here the domain
 {0, …, k} has d = k + 1 values, and d is used (the conservative reading: γ is slightly
 larger than with d = k). γ is rounded *up* to a multiple of 2^-53 and the replacement is an
 exact comparison of a 53-bit uniform integer with γ·2^53; rounding γ up only adds blanket
@@ -40,8 +41,10 @@ k(2k+1)/6). The estimate is unbiased and its MSE is Σ_i Var(y_i) / ((1−γ)k)�
     MSE <= n · [ (1−γ)/4 + γ·(k(2k+1)/6 − γk²/4) ] / ((1−γ)·k)²,
 
 which is :meth:`BlanketProtocol.predicted_rmse` squared (attained up to the (1−γ)/4 rounding
-term when every x_i is 0 or 1). k is chosen to minimise this bound over all k with γ(k) < 1
-(the optimum is of order (ε n)^(1/3), as in the paper).
+term when every x_i is 0 or 1). k is chosen to minimise this bound over all k with γ(k) < 1;
+since γ ≈ 14(k+1)ln(2/δ)/(nε²), the optimum is of order (n ε² / ln(1/δ))^(1/3) (k = 4 at
+n = 10^4, ε = 1, δ = 10^-6), and the error grows like n^(1/6), as in Figure 1 of the cloak
+paper.
 """
 
 from __future__ import annotations
@@ -217,7 +220,8 @@ class BlanketProtocol(SummationProtocol):
             "neighbouring": "single-user",
             "citation": (
                 "Balle, Bell, Gascon, Nissim, The Privacy Blanket of the Shuffle Model, "
-                "CRYPTO 2019, Theorem 3.1 (gamma = max(14 d ln(2/delta)/((n-1) eps^2), "
-                "27 d/((n-1) eps)), d = k + 1)"
+                "CRYPTO 2019, blanket bound for randomized response (gamma = max(14 d "
+                "ln(2/delta)/((n-1) eps^2), 27 d/((n-1) eps)), d = k + 1; theorem number "
+                "not verified)"
             ),
         }
