@@ -15,11 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from websockets.asyncio.server import ServerConnection
 
 from cloaknet.encoding import analyze_sum, decode_share
 from cloaknet.errors import CloakError
 from cloaknet.params import CloakParams
+from cloaknet.protocols import SummationProtocol
 from mixnet.errors import UnknownRound
 from mixnet.frames import ROUND_ID_MAX
 from mixnet.server import NodeSettings, SinkNode
@@ -30,6 +32,35 @@ __all__ = ["AnalyzerNode", "analyze_batch"]
 
 #: How long one ``subscribe`` waits before answering ``pending`` (the client asks again).
 SUBSCRIBE_WAIT = 60.0
+
+
+def analyze_protocol_batch(
+    round_id: int, clients: int, count: int, payloads: list[bytes], protocol: SummationProtocol
+) -> dict[str, Any]:
+    """A comparison protocol's analyzer over a round's batch (chains with
+    ``[protocol].name``); same result shape and count check as :func:`analyze_batch`."""
+    base: dict[str, Any] = {
+        "round": round_id,
+        "users": clients,
+        "messages": len(payloads),
+        "protocol": protocol.name,
+    }
+    per_user = int(protocol.messages_per_user)
+    expected = clients * per_user
+    if count != len(payloads) or len(payloads) != expected:
+        return {
+            **base,
+            "status": "error",
+            "error": f"expected n·m = {clients}·{per_user} = {expected} messages, "
+            f"got {len(payloads)} (batch count {count})",
+        }
+    try:
+        values = [decode_share(p, protocol.message_modulus) for p in payloads]
+        dtype = np.uint64 if protocol.message_modulus < 1 << 63 else object
+        estimate = protocol.analyze(np.array(values, dtype=dtype), clients)
+    except CloakError as exc:
+        return {**base, "status": "error", "error": str(exc)}
+    return {**base, "status": "ok", "estimate": float(estimate)}
 
 
 def analyze_batch(
@@ -73,13 +104,17 @@ class AnalyzerNode(SinkNode):
         self,
         settings: NodeSettings,
         store: NodeStore,
-        params: CloakParams,
+        params: CloakParams | None,
         *,
         clock: Callable[[], float] = time.time,
         dump_dir: Path | None = None,
+        protocol: SummationProtocol | None = None,
     ) -> None:
         super().__init__(settings, store, clock=clock)
+        if (params is None) == (protocol is None):
+            raise TypeError("an analyzer node runs either the cloak (params) or a protocol")
         self.params = params
+        self.protocol = protocol
         self.dump_dir = dump_dir
         self._waiters: dict[int, asyncio.Event] = {}
         self.handlers["subscribe"] = self._on_subscribe
@@ -95,9 +130,15 @@ class AnalyzerNode(SinkNode):
         self, round_id: int, clients: int, count: int, payloads: list[bytes]
     ) -> None:
         started = self.clock()
-        result = await asyncio.to_thread(
-            analyze_batch, round_id, clients, count, payloads, self.params
-        )
+        if self.protocol is not None:
+            result = await asyncio.to_thread(
+                analyze_protocol_batch, round_id, clients, count, payloads, self.protocol
+            )
+        else:
+            assert self.params is not None
+            result = await asyncio.to_thread(
+                analyze_batch, round_id, clients, count, payloads, self.params
+            )
         if self.dump_dir is not None:
             await asyncio.to_thread(self._dump, round_id, clients, payloads)
         result["completed_at"] = self.clock()
@@ -111,20 +152,25 @@ class AnalyzerNode(SinkNode):
         """Write the round's analyzer input — the shuffled shares — for experiments
         (``--dump-dir``; off by default, since it keeps data a deployment should not)."""
         assert self.dump_dir is not None
+        if self.params is not None:
+            modulus = self.params.modulus
+        else:
+            assert self.protocol is not None
+            modulus = self.protocol.message_modulus
         shares = []
         for payload in payloads:
             try:
-                shares.append(decode_share(payload, self.params.modulus))
+                shares.append(decode_share(payload, modulus))
             except CloakError:
                 shares.append(-1)
-        record = {
+        record: dict[str, Any] = {
             "round": round_id,
             "users": clients,
-            "modulus": self.params.modulus,
-            "messages": self.params.messages,
-            "precision": self.params.precision,
+            "modulus": modulus,
             "shares": shares,
         }
+        if self.params is not None:
+            record.update(messages=self.params.messages, precision=self.params.precision)
         self.dump_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.dump_dir / f".round-{round_id}.json.tmp"
         tmp.write_text(json.dumps(record))

@@ -22,6 +22,17 @@ writes them::
 where ``plan`` takes the arguments of :func:`cloaknet.planner.plan` (``users`` defaults to
 ``[round].min_users``; ``max_users`` is always ``[round].max_users``).
 
+A third form runs one of the comparison protocols of :mod:`cloaknet.protocols` through the
+chain instead of the cloak (the chain carries their fixed-width messages and the analyzer node
+calls the protocol's analyzer)::
+
+    [protocol]
+    name = "bbgn"                    # "blanket", "cheu" or "bbgn"
+    users = 1000                     # n: these protocols are planned for a fixed round size,
+    epsilon = 1.0                    #    so [round].min_users = [round].max_users = users
+    delta = 1e-6
+    # colluders = 0, precision = ... (optional, as make_protocol takes them)
+
 Privacy is planned for ``users`` users and a round never closes with fewer than
 ``[round].min_users``, so ``users <= min_users`` is required; the analyzer must handle the
 largest round, so the parameters' ``max_users`` must be at least ``[round].max_users``.
@@ -44,6 +55,7 @@ from cloaknet import planner
 from cloaknet.errors import CloakError, InfeasiblePlanError, ParameterError
 from cloaknet.params import MODES, CloakParams, NoiseParams
 from cloaknet.planner import BOUNDS, Plan
+from cloaknet.protocols import SummationProtocol, make_protocol
 from mixnet.chain import (
     ChainConfig,
     ChainConfigError,
@@ -55,6 +67,7 @@ from mixnet.errors import KeyFileError
 from mixnet.keys import generate_identity, write_key_file
 
 __all__ = [
+    "CHAIN_PROTOCOLS",
     "ChainFileError",
     "CloakChain",
     "chain_from_config",
@@ -156,18 +169,28 @@ class CloakChain:
     """A chain file as cloaknet uses it: the generic chain, the protocol parameters, and the
     plan that produced them (``None`` unless the file asked for planning at load time).
 
-    Invariants (checked at construction, :class:`ChainFileError` otherwise):
-    ``params.max_users >= config.policy.max_users``; when ``plan`` is given,
-    ``plan.params == params`` and ``plan.users <= config.policy.min_users``.
+    Usually the chain runs the cloak (``params``); a chain file with ``[protocol].name`` runs
+    a comparison protocol instead (``protocol``, and ``params`` is ``None``).
+
+    Invariants (checked at construction, :class:`ChainFileError` otherwise): exactly one of
+    ``params`` and ``protocol``; ``params.max_users >= config.policy.max_users``; when
+    ``plan`` is given, ``plan.params == params`` and ``plan.users <= config.policy.min_users``;
+    a ``protocol`` is planned for exactly ``min_users == max_users`` users.
     """
 
     config: ChainConfig
-    params: CloakParams
+    params: CloakParams | None
     plan: Plan | None = None
+    protocol: SummationProtocol | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, ChainConfig):
             raise TypeError(f"config must be a ChainConfig, not {type(self.config).__name__}")
+        if (self.params is None) == (self.protocol is None):
+            raise TypeError("a chain runs either the cloak (params) or a protocol, not both")
+        if self.protocol is not None:
+            _check_protocol_policy(self.config, self.protocol, source=None)
+            return
         if not isinstance(self.params, CloakParams):
             raise TypeError(f"params must be CloakParams, not {type(self.params).__name__}")
         _check_against_policy(self.config, self.params, self.plan, source=None)
@@ -175,12 +198,92 @@ class CloakChain:
     @property
     def messages(self) -> int:
         """m, the number of payloads every client submits."""
+        if self.protocol is not None:
+            return int(self.protocol.messages_per_user)
+        assert self.params is not None
         return self.params.messages
 
     @property
     def payload_length(self) -> int:
-        """Bytes of one plaintext payload (one fixed-width share)."""
+        """Bytes of one plaintext payload (one fixed-width share or message)."""
+        if self.protocol is not None:
+            return self.protocol.bytes_per_message
+        assert self.params is not None
         return self.params.share_bytes
+
+    @property
+    def message_modulus(self) -> int:
+        """Payloads are integers in [0, message_modulus)."""
+        if self.protocol is not None:
+            return self.protocol.message_modulus
+        assert self.params is not None
+        return self.params.modulus
+
+    def cloak(self) -> CloakParams:
+        """The cloak's parameters; :class:`ChainFileError` if the chain runs another protocol."""
+        if self.params is None:
+            raise ChainFileError(
+                "this chain runs a comparison protocol, not the cloak", field="protocol.name"
+            )
+        return self.params
+
+
+#: Comparison protocols a chain can run by name (the rest of :data:`PROTOCOLS` are the cloak
+#: itself, planned by the explicit or ``plan`` forms, and the trusted curator).
+CHAIN_PROTOCOLS = ("blanket", "cheu", "bbgn")
+_NAMED_KEYS = ("name", "users", "epsilon", "delta", "colluders", "precision")
+
+
+def _check_protocol_policy(
+    config: ChainConfig, protocol: SummationProtocol, *, source: str | None
+) -> None:
+    policy = config.policy
+    if not policy.min_users == policy.max_users == protocol.users:
+        raise ChainFileError(
+            f"protocol {protocol.name!r} is planned for exactly {protocol.users} users; set "
+            f"[round].min_users = [round].max_users = {protocol.users} "
+            f"(they are {policy.min_users} and {policy.max_users})",
+            source=source,
+            field="protocol.users",
+        )
+    if protocol.messages_per_user != int(protocol.messages_per_user):
+        raise ChainFileError(
+            "the protocol's message count must be a whole number",
+            source=source,
+            field="protocol.name",
+        )
+
+
+def _named(protocol: Mapping[str, Any], config: ChainConfig) -> SummationProtocol:
+    name = protocol["name"]
+    if name not in CHAIN_PROTOCOLS:
+        raise ChainFileError(
+            f"unknown protocol {_show(name)} (chains run: {', '.join(CHAIN_PROTOCOLS)}, or "
+            "the cloak via plan = {...} or explicit parameters)",
+            field="protocol.name",
+        )
+    for key in protocol:
+        if key not in _NAMED_KEYS:
+            raise ChainFileError(
+                f"unknown key for protocol {name!r} (allowed: {', '.join(_NAMED_KEYS)})",
+                field=f"protocol.{key}",
+            )
+    users = _int(_required(protocol, "users", "protocol"), "protocol.users")
+    options = {
+        key: _int(protocol[key], f"protocol.{key}")
+        for key in ("colluders", "precision")
+        if key in protocol
+    }
+    values = []
+    for key in ("epsilon", "delta"):
+        value = _required(protocol, key, "protocol")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ChainFileError(f"expected a number, got {_show(value)}", field=f"protocol.{key}")
+        values.append(float(value))
+    try:
+        return make_protocol(name, users, values[0], values[1], **options)
+    except (ParameterError, InfeasiblePlanError) as exc:
+        raise ChainFileError(str(exc), field="protocol") from None
 
 
 def _check_against_policy(
@@ -249,6 +352,10 @@ def chain_from_config(config: ChainConfig, *, source: str = "<chain>") -> CloakC
         protocol = config.sections.get("protocol")
         if protocol is None:
             raise ChainFileError("missing table [protocol]", field="protocol")
+        if "name" in protocol:
+            named = _named(protocol, config)
+            _check_protocol_policy(config, named, source=None)
+            return CloakChain(config=config, params=None, protocol=named)
         for key in protocol:
             if key not in (*_EXPLICIT_KEYS, *_INFO_KEYS, "plan"):
                 raise ChainFileError(
@@ -293,8 +400,7 @@ def _planned(protocol: Mapping[str, Any], config: ChainConfig) -> Plan:
     request = protocol["plan"]
     if not isinstance(request, Mapping):
         raise ChainFileError(
-            f"expected a table like {{ epsilon = 1.0, delta = 1e-6 }}, "
-            f"got {_type_name(request)}",
+            f"expected a table like {{ epsilon = 1.0, delta = 1e-6 }}, got {_type_name(request)}",
             field="protocol.plan",
         )
     for key in request:
@@ -363,9 +469,7 @@ def _modulus(value: object) -> int:
     try:
         return int(value)
     except ValueError:  # beyond the interpreter's limit on digits
-        raise ChainFileError(
-            f"too many digits ({len(value)})", field="protocol.modulus"
-        ) from None
+        raise ChainFileError(f"too many digits ({len(value)})", field="protocol.modulus") from None
 
 
 def _fraction(value: object, path: str) -> Fraction:
@@ -492,12 +596,13 @@ def protocol_section(params: CloakParams, plan: Plan | None = None) -> dict[str,
 def write_chain_file(
     path: str | os.PathLike[str],
     config: ChainConfig,
-    params: CloakParams,
+    params: CloakParams | Mapping[str, Any],
     plan: Plan | None = None,
     *,
     overwrite: bool = False,
 ) -> None:
-    """Write a chain file: ``config`` with ``[protocol]`` = ``protocol_section(params, plan)``.
+    """Write a chain file: ``config`` with ``[protocol]`` = ``protocol_section(params, plan)``
+    (or ``params`` itself when it is a mapping: e.g. a named comparison protocol's table).
 
     Any ``protocol`` section already in ``config.sections`` is replaced; other sections are
     kept. The result is checked as :func:`load_chain` would check it before anything is
@@ -509,7 +614,8 @@ def write_chain_file(
     :func:`protocol_section` does.
     """
     source = os.fspath(path)
-    sections = {**config.sections, "protocol": protocol_section(params, plan)}
+    table = dict(params) if isinstance(params, Mapping) else protocol_section(params, plan)
+    sections = {**config.sections, "protocol": table}
     try:
         complete = dataclasses.replace(config, sections=sections)
     except ChainConfigError as exc:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
@@ -214,11 +215,22 @@ class ChainClient:
 
     # ------------------------------------------------------------------ submit
 
+    def _messages(self, x: float, clip: bool) -> list[bytes]:
+        """The fixed-width payloads of one value: the cloak's shares (Algorithm 1, with the
+        pre-randomizer in single-user mode), or the chain's comparison protocol's messages."""
+        protocol = self.chain.protocol
+        modulus = self.chain.message_modulus
+        if protocol is None:
+            values = encode(x, self.chain.cloak(), self.rng, clip=clip)
+        else:
+            k = 1 << 52
+            clipped = quantize(x, k, clip=clip) / k if clip else x
+            values = [int(v) for v in protocol.encode_many(np.array([clipped]), self.rng)[0]]
+        return [encode_share(v, modulus) for v in values]
+
     def _prepare(self, x: float, info: _RoundInfo, clip: bool) -> list[bytes]:
-        """Encode ``x`` and wrap its shares for round ``info`` (tests use it to craft frames)."""
-        params = self.chain.params
-        shares = encode(x, params, self.rng, clip=clip)
-        return self._wrap([encode_share(y, params.modulus) for y in shares], info)
+        """Encode ``x`` and wrap its payloads for round ``info`` (tests use it to craft frames)."""
+        return self._wrap(self._messages(x, clip), info)
 
     async def submit_shares(
         self, shares: Sequence[int], *, client_id: str | None = None
@@ -227,10 +239,9 @@ class ChainClient:
         users, who choose their own messages). ``shares`` must be ``m`` integers in [0, N).
         Retries like :meth:`submit`: if the round closed first, the same shares go into the
         next round."""
-        params = self.chain.params
-        if len(shares) != params.messages:
-            raise SubmissionRejected("wrong-count", f"expected {params.messages} shares")
-        payloads = [encode_share(int(y), params.modulus) for y in shares]
+        if len(shares) != self.chain.messages:
+            raise SubmissionRejected("wrong-count", f"expected {self.chain.messages} shares")
+        payloads = [encode_share(int(y), self.chain.message_modulus) for y in shares]
         return await self._submit_payloads(lambda: payloads, client_id)
 
     async def _submit_payloads(
@@ -275,14 +286,8 @@ class ChainClient:
         :raises SubmissionRejected: the entry mix refused it for a non-retryable reason.
         :raises OSError: the entry mix was unreachable for ``retry_for`` seconds.
         """
-        quantize(x, self.chain.params.precision, clip=clip)  # validate before any work
-        params = self.chain.params
-
-        def payloads() -> list[bytes]:
-            shares = encode(x, params, self.rng, clip=clip)
-            return [encode_share(y, params.modulus) for y in shares]
-
-        return await self._submit_payloads(payloads, client_id)
+        quantize(x, 1, clip=clip)  # validate before any work (InputRangeError)
+        return await self._submit_payloads(lambda: self._messages(x, clip), client_id)
 
     async def submit_many(
         self,

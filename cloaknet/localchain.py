@@ -17,6 +17,7 @@ from nacl.signing import SigningKey
 from cloaknet.analyzer_node import AnalyzerNode
 from cloaknet.chainfile import CloakChain
 from cloaknet.params import CloakParams
+from cloaknet.protocols import SummationProtocol
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 from mixnet.core import IntakePolicy
 from mixnet.server import BaseNode, MixNode, NodeSettings
@@ -44,7 +45,7 @@ class LocalChain:
 @contextlib.asynccontextmanager
 async def local_chain(
     directory: Path,
-    params: CloakParams,
+    params: CloakParams | SummationProtocol,
     policy: RoundPolicy,
     *,
     mixes: int = 3,
@@ -55,6 +56,13 @@ async def local_chain(
     store in ``directory``; stop them all on exit."""
     if mixes < 1:
         raise ValueError("a chain needs at least one mix")
+    cloak = params if isinstance(params, CloakParams) else None
+    protocol = None if isinstance(params, CloakParams) else params
+    if cloak is not None:
+        messages, payload_length = cloak.messages, cloak.share_bytes
+    else:
+        assert protocol is not None
+        messages, payload_length = int(protocol.messages_per_user), protocol.bytes_per_message
     names = [f"mix{i + 1}" for i in range(mixes)] + ["analyzer"]
     identities = [SigningKey.generate() for _ in range(mixes)]
     intake = IntakePolicy(
@@ -72,8 +80,8 @@ async def local_chain(
             predecessor=names[hop - 1] if hop else None,
             successor_url=successor,
             predecessor_identity=identities[hop - 1].verify_key if hop else None,
-            messages=params.messages,
-            payload_length=params.share_bytes,
+            messages=messages,
+            payload_length=payload_length,
             policy=intake,
             chunk_size=policy.chunk_size,
         )
@@ -81,7 +89,9 @@ async def local_chain(
     try:
         store = NodeStore(directory / "analyzer.db")
         stores.append(store)
-        analyzer = AnalyzerNode(settings(mixes, None), store, params, dump_dir=dump_dir)
+        analyzer = AnalyzerNode(
+            settings(mixes, None), store, cloak, dump_dir=dump_dir, protocol=protocol
+        )
         port = await analyzer.start(HOST, 0)
         started.append(analyzer)
         urls = {"analyzer": f"ws://{HOST}:{port}"}
@@ -103,7 +113,7 @@ async def local_chain(
             policy=policy,
             sections={},
         )
-        yield LocalChain(CloakChain(config, params, None), mix_nodes, analyzer)
+        yield LocalChain(CloakChain(config, cloak, None, protocol), mix_nodes, analyzer)
     finally:
         for running in reversed(started):
             await running.stop()

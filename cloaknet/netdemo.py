@@ -31,10 +31,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cloaknet.chainfile import generate_node_keys, write_chain_file
+from cloaknet.chainfile import CHAIN_PROTOCOLS, generate_node_keys, write_chain_file
 from cloaknet.client import connect
 from cloaknet.encoding import quantize
-from cloaknet.planner import plan
+from cloaknet.errors import ParameterError
+from cloaknet.params import CloakParams
+from cloaknet.planner import Plan, plan
+from cloaknet.protocols import SummationProtocol, make_protocol
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 
 __all__ = ["DemoError", "run_network_demo"]
@@ -67,9 +70,7 @@ def _get_json(url: str, timeout: float = 2.0) -> Any:
 
 def _healthy(port: int) -> bool:
     try:
-        with urllib.request.urlopen(
-            f"http://{HOST}:{port}/healthz", timeout=1.0
-        ) as response:
+        with urllib.request.urlopen(f"http://{HOST}:{port}/healthz", timeout=1.0) as response:
             return bool(response.status == 200)
     except (OSError, urllib.error.URLError):
         return False
@@ -86,7 +87,9 @@ class _Processes:
         log = (self.directory / f"{name}.log").open("wb")
         self.procs[name] = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "cloaknet", "node", *args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         log.close()
@@ -124,11 +127,30 @@ def run_network_demo(
     as_json: bool,
     keep: bool = False,
     concurrency: int = 32,
+    protocol: str = "cloak",
 ) -> int:
-    """Run the multi-process demo; prints a table or one JSON object; returns 0."""
+    """Run the multi-process demo; prints a table or one JSON object; returns 0.
+
+    ``protocol`` is "cloak" (the planner's parameters for ``mode``) or one of the comparison
+    protocols the chain can carry (:data:`~cloaknet.chainfile.CHAIN_PROTOCOLS`).
+    """
     started = time.perf_counter()
-    chosen = plan(users, epsilon, delta, precision, mode)
-    params = chosen.params
+    chosen: Plan | None = None
+    other: SummationProtocol | None = None
+    table: CloakParams | dict[str, Any]
+    if protocol == "cloak":
+        chosen = plan(users, epsilon, delta, precision, mode)
+        table = chosen.params
+    else:
+        if protocol not in CHAIN_PROTOCOLS:
+            raise ParameterError(
+                f"unknown protocol {protocol!r}; choose cloak or one of "
+                f"{', '.join(CHAIN_PROTOCOLS)}"
+            )
+        other = make_protocol(protocol, users, epsilon, delta, precision=precision)
+        table = {"name": protocol, "users": users, "epsilon": epsilon, "delta": delta}
+        if precision is not None:
+            table["precision"] = precision
     values = np.random.default_rng(data_seed).random(users)
     directory = Path(tempfile.mkdtemp(prefix="cloaknet-demo-"))
     procs = _Processes(directory)
@@ -137,18 +159,20 @@ def run_network_demo(
         names = [f"mix{i + 1}" for i in range(mixes)]
         keys = generate_node_keys(directory, names)
         ports = _free_ports(mixes + 1)
-        policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=3600.0,
-                             below_min="wait")
+        policy = RoundPolicy(
+            min_users=users, max_users=users, deadline_seconds=3600.0, below_min="wait"
+        )
         config = ChainConfig(
             chain_id="demo",
-            mixes=tuple(NodeInfo(n, f"ws://{HOST}:{p}", keys[n])
-                        for n, p in zip(names, ports, strict=False)),
+            mixes=tuple(
+                NodeInfo(n, f"ws://{HOST}:{p}", keys[n]) for n, p in zip(names, ports, strict=False)
+            ),
             analyzer=NodeInfo("analyzer", f"ws://{HOST}:{ports[-1]}", None),
             policy=policy,
             sections={},
         )
         chain_path = directory / "chain.toml"
-        write_chain_file(chain_path, config, params, chosen)
+        write_chain_file(chain_path, config, table, chosen)
         base = ["--chain", str(chain_path)]
         procs.start("analyzer", [*base, "--name", "analyzer"])
         for name in reversed(names):
@@ -160,8 +184,16 @@ def run_network_demo(
                 raise DemoError("nodes did not report /healthz within 30 s")
             time.sleep(0.05)
         outcome = asyncio.run(
-            _drive(chain_path, values.tolist(), ports, names, console,
-                   quiet=as_json, concurrency=concurrency, procs=procs)
+            _drive(
+                chain_path,
+                values.tolist(),
+                ports,
+                names,
+                console,
+                quiet=as_json,
+                concurrency=concurrency,
+                procs=procs,
+            )
         )
     except KeyboardInterrupt:
         console.print("interrupted: stopping every node")
@@ -171,31 +203,55 @@ def run_network_demo(
         if not keep:
             shutil.rmtree(directory, ignore_errors=True)
     seconds = time.perf_counter() - started
-    rounded = Fraction(sum(quantize(float(v), params.precision) for v in values),
-                       params.precision)
+    result = outcome["result"]
+    true_sum = float(np.sum(values))
     summary: dict[str, Any] = {
         "users": users,
         "mixes": mixes,
-        "mode": chosen.mode,
-        "messages_per_user": params.messages,
-        "modulus": params.modulus,
-        "precision": params.precision,
-        "epsilon": chosen.epsilon,
-        "delta": chosen.delta,
+        "protocol": protocol,
         "round": outcome["round"],
-        "true_sum": float(np.sum(values)),
-        "rounded_sum": float(rounded),
-        "rounded_sum_exact": f"{rounded.numerator}/{rounded.denominator}",
-        "estimate": outcome["result"]["estimate"],
-        "estimate_exact": outcome["result"]["estimate_exact"],
-        "error": outcome["result"]["estimate"] - float(np.sum(values)),
-        "expected_rmse": chosen.expected_rmse,
+        "true_sum": true_sum,
+        "estimate": result["estimate"],
+        "error": result["estimate"] - true_sum,
         "seconds": seconds,
         "submit_seconds": outcome["submit_seconds"],
         "hop_messages_per_second": outcome["hop_rates"],
         "hop_seconds": outcome["hop_seconds"],
         "directory": str(directory) if keep else None,
     }
+    if chosen is not None:
+        params = chosen.params
+        rounded = Fraction(
+            sum(quantize(float(v), params.precision) for v in values), params.precision
+        )
+        summary.update(
+            {
+                "mode": chosen.mode,
+                "messages_per_user": params.messages,
+                "modulus": params.modulus,
+                "precision": params.precision,
+                "epsilon": chosen.epsilon,
+                "delta": chosen.delta,
+                "rounded_sum": float(rounded),
+                "rounded_sum_exact": f"{rounded.numerator}/{rounded.denominator}",
+                "estimate_exact": result["estimate_exact"],
+                "expected_rmse": chosen.expected_rmse,
+            }
+        )
+    else:
+        assert other is not None
+        summary.update(
+            {
+                "mode": "single-user",
+                "messages_per_user": int(other.messages_per_user),
+                "modulus": other.message_modulus,
+                "epsilon": epsilon,
+                "delta": delta,
+                "rounded_sum": None,  # these protocols round randomly: no fixed rounded sum
+                "expected_estimate": other.expected_estimate(values),
+                "expected_rmse": other.predicted_rmse_for(values),
+            }
+        )
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
@@ -216,18 +272,20 @@ async def _drive(
 ) -> dict[str, Any]:
     hops = [*names, "analyzer"]
     with Progress(
-        TextColumn("{task.description:<14}"), BarColumn(),
-        TextColumn("{task.completed:,}/{task.total:,}"), TimeElapsedColumn(),
-        console=console, disable=quiet,
+        TextColumn("{task.description:<14}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
     ) as bars:
         submit_task = bars.add_task("submitting", total=len(values))
-        hop_tasks: dict[str, TaskID] = {
-            hop: bars.add_task(f"hop {hop}", total=1) for hop in hops
-        }
+        hop_tasks: dict[str, TaskID] = {hop: bars.add_task(f"hop {hop}", total=1) for hop in hops}
         t0 = time.perf_counter()
         async with connect(chain_path, connections=8) as net:
             receipts = await net.submit_many(
-                values, concurrency=concurrency,
+                values,
+                concurrency=concurrency,
                 progress=lambda k: bars.advance(submit_task, k),
             )
             submit_seconds = time.perf_counter() - t0
@@ -252,13 +310,20 @@ async def _drive(
     seconds: list[float] = []
     for status in statuses:
         info = status.get("metrics", {}).get("rounds", {}).get(str(round_id), {})
-        busy = sum(float(info.get(key, 0.0)) for key in
-                   ("peel_seconds", "mix_seconds", "forward_seconds", "analyze_seconds"))
+        busy = sum(
+            float(info.get(key, 0.0))
+            for key in ("peel_seconds", "mix_seconds", "forward_seconds", "analyze_seconds")
+        )
         messages = float(info.get("messages", 0))
         seconds.append(busy)
         rates.append(messages / busy if busy > 0 else 0.0)
-    return {"round": round_id, "result": result.raw, "submit_seconds": submit_seconds,
-            "hop_rates": rates, "hop_seconds": seconds}
+    return {
+        "round": round_id,
+        "result": result.raw,
+        "submit_seconds": submit_seconds,
+        "hop_rates": rates,
+        "hop_seconds": seconds,
+    }
 
 
 def _statuses(ports: list[int]) -> list[dict[str, Any]]:
@@ -272,14 +337,17 @@ def _statuses(ports: list[int]) -> list[dict[str, Any]]:
 
 
 def _print_table(summary: dict[str, Any]) -> None:
-    table = Table(title=f"cloaknet demo — {summary['users']:,} users, {summary['mixes']} mixes, "
-                        f"{summary['mode']}")
+    what = summary["mode"] if summary["protocol"] == "cloak" else summary["protocol"]
+    table = Table(
+        title=f"cloaknet demo — {summary['users']:,} users, {summary['mixes']} mixes, {what}"
+    )
     table.add_column("quantity")
     table.add_column("value", justify="right")
     table.add_row("messages per user m", str(summary["messages_per_user"]))
     table.add_row("(epsilon, delta)", f"({summary['epsilon']:.4g}, {summary['delta']:.3g})")
     table.add_row("true sum", f"{summary['true_sum']:.6f}")
-    table.add_row("rounded sum  Σ⌊x·k⌋/k", f"{summary['rounded_sum']:.6f}")
+    if summary["rounded_sum"] is not None:
+        table.add_row("rounded sum  Σ⌊x·k⌋/k", f"{summary['rounded_sum']:.6f}")
     table.add_row("estimate", f"{summary['estimate']:.6f}")
     table.add_row("error (estimate − true)", f"{summary['error']:+.6f}")
     table.add_row("expected RMSE", f"{summary['expected_rmse']:.4g}")

@@ -78,7 +78,9 @@ def build_node(
     analyzer accepts ``dump_dir``."""
     settings = node_settings(chain, name)
     if settings.hop == settings.hops:
-        return AnalyzerNode(settings, store, chain.params, dump_dir=dump_dir)
+        return AnalyzerNode(
+            settings, store, chain.params, dump_dir=dump_dir, protocol=chain.protocol
+        )
     if dump_dir is not None:
         raise NodeConfigError("--dump-dir is an analyzer option")
     if key_path is None:

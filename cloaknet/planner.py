@@ -36,8 +36,8 @@ from cloaknet.params import MODES, CloakParams, Mode, NoiseParams
 
 __all__ = ["BOUNDS", "Bound", "Plan", "plan"]
 
-Bound = Literal["optimized", "theorem"]
-BOUNDS: tuple[Bound, ...] = ("optimized", "theorem")
+Bound = Literal["optimized", "theorem", "bbgn"]
+BOUNDS: tuple[Bound, ...] = ("optimized", "theorem", "bbgn")
 
 #: The search never proposes more messages per user than this.
 DEFAULT_MAX_MESSAGES = 4096
@@ -91,6 +91,7 @@ class Plan:
         """A JSON-ready dict (the ``cloaknet plan --json`` object)."""
         noise = self.params.noise
         return {
+            "protocol": "cloak",
             "mode": self.mode,
             "bound": self.bound,
             "users": self.users,
@@ -101,7 +102,7 @@ class Plan:
             "messages_per_user": self.params.messages,
             "modulus": self.params.modulus,
             "precision": self.params.precision,
-            "gamma": self.gamma,
+            "gamma": self.gamma if self.bound != "bbgn" else None,
             "noise_p": noise.p if noise else None,
             "noise_q": float(noise.q) if noise else None,
             "noise_scale": str(noise.scale) if noise else None,
@@ -479,6 +480,44 @@ def _plan_theorem(
     return plan_
 
 
+def bbgn_achieved_sigma(messages: int, honest: int, modulus: int) -> float:
+    """The σ that ``messages`` achieve in the Balle–Bell–Gascón–Nissim bound (the message
+    formula of :func:`cloaknet.protocols.bbgn_messages` solved for σ): views of inputs with
+    equal sums mod q are within statistical distance 2^−σ."""
+    return ((messages - 1) * (math.log2(honest) - math.log2(math.e)) - math.log2(modulus)) / 2
+
+
+def _plan_bbgn_sum_preserving(
+    users: int, k: int, n_max: int, colluders: int, delta: float
+) -> Plan:
+    """Sum-preserving changes with the Balle–Bell–Gascón–Nissim bound: the cloak's encoder
+    *is* split-and-mix (Ishai et al.); views of inputs with the same sum are within statistical
+    distance 2^−σ, i.e. (0, 2^−σ)-DP under sum-preserving changes, for σ = log2(1/δ) and the
+    n − |C| honest users. The modulus is the cloak's (odd, > 3·max_users·k)."""
+    from cloaknet.protocols import bbgn_messages
+
+    honest = users - colluders
+    if honest < 3:
+        raise ParameterError(f"the BBGN bound needs at least 3 honest users, got {honest}")
+    modulus = _first_odd_above(3 * n_max * k)
+    messages = max(4, bbgn_messages(honest, -math.log2(delta * (1 - _MARGIN)), modulus))
+    sigma = bbgn_achieved_sigma(messages, honest, modulus)
+    params = CloakParams(modulus, k, messages, n_max, "sum-preserving", None)
+    achieved = 2.0**-sigma
+    guarantee = accounting.PrivacyBound(
+        epsilon=0.0, delta=achieved, log_delta=-sigma * _LN2,
+        lemma="BBGN (arXiv 1909.11225)", terms={"sigma": sigma},
+    )
+    return Plan(
+        mode="sum-preserving", bound="bbgn", users=users, colluders=colluders,
+        target_epsilon=0.0, target_delta=delta, params=params, gamma=0.0, guarantee=guarantee,
+        expected_rmse=accounting.expected_rmse(users, k),
+        rounding_error_worst=accounting.rounding_error_worst(users, k), noise_std=0.0,
+        notes=("statistical-distance bound of Balle, Bell, Gascón and Nissim (its statement "
+               "was not checked against the paper's text; see cloaknet.protocols.bbgn)",),
+    )
+
+
 def plan(
     users: int,
     epsilon: float,
@@ -501,7 +540,9 @@ def plan(
     :param mode: ``"single-user"`` or ``"sum-preserving"`` neighbouring datasets.
     :param colluders: |C|, users assumed to reveal inputs and messages to the analyst;
         at most 0.9·n in single-user mode (Lemma 13).
-    :param bound: ``"optimized"`` (numeric search) or ``"theorem"`` (the paper's constants).
+    :param bound: ``"optimized"`` (numeric search over the paper's lemmas), ``"theorem"`` (the
+        paper's constants) or ``"bbgn"`` (sum-preserving mode only: the Balle–Bell–Gascón–
+        Nissim statistical-distance bound for the same split-and-mix encoder).
     :param max_users: largest round the parameters must analyze (N > 3·max_users·k);
         defaults to ``users``.
     :param max_messages: search limit on m.
@@ -517,6 +558,15 @@ def plan(
         raise ParameterError(f"max_rmse must be a positive number, got {max_rmse!r}")
     if bound == "theorem":
         return _plan_theorem(mode_, users, k, n_max, colluders, epsilon, delta)
+    if bound == "bbgn":
+        if mode_ != "sum-preserving":
+            raise ParameterError(
+                "single-user changes with the BBGN bound use Pólya noise, not the cloak's "
+                "pre-randomizer: see cloaknet.protocols.bbgn_plan (cloaknet plan --bound bbgn)"
+            )
+        result = _plan_bbgn_sum_preserving(users, k, n_max, colluders, delta)
+        object.__setattr__(result, "target_epsilon", float(epsilon))
+        return result
     if mode_ == "sum-preserving":
         return _plan_sum_preserving(users, k, n_max, colluders, epsilon, delta, max_messages)
     return _plan_single_user(

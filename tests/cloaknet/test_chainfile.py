@@ -334,3 +334,48 @@ def test_generate_node_keys_rejects_bad_names(
     with pytest.raises(ChainFileError, match=re.escape(fragment)):
         generate_node_keys(tmp_path / "keys", names)
     assert not (tmp_path / "keys").exists()
+
+
+def _named_config(protocol: dict[str, object], users: int = 500) -> ChainConfig:
+    from mixnet.chain import NodeInfo, RoundPolicy
+    from mixnet.keys import generate_identity
+
+    return ChainConfig(
+        chain_id="named",
+        mixes=(NodeInfo("mix1", "ws://127.0.0.1:1", generate_identity().verify_key),),
+        analyzer=NodeInfo("analyzer", "ws://127.0.0.1:2", None),
+        policy=RoundPolicy(min_users=users, max_users=users, deadline_seconds=10.0),
+        sections={"protocol": protocol},
+    )
+
+
+def test_named_comparison_protocol_loads() -> None:
+    chain = chain_from_config(_named_config(
+        {"name": "bbgn", "users": 500, "epsilon": 1.0, "delta": 1e-6}))
+    assert chain.params is None and chain.protocol is not None
+    assert chain.protocol.name == "bbgn"
+    assert chain.messages == int(chain.protocol.messages_per_user)
+    assert chain.payload_length == chain.protocol.bytes_per_message
+    with pytest.raises(ChainFileError, match="comparison protocol"):
+        chain.cloak()
+
+
+@pytest.mark.parametrize(
+    ("protocol", "users", "field"),
+    [
+        ({"name": "nope", "users": 500, "epsilon": 1.0, "delta": 1e-6}, 500, "protocol.name"),
+        ({"name": "bbgn", "users": 500, "epsilon": 1.0, "delta": 1e-6, "mode": "x"}, 500,
+         "protocol.mode"),
+        ({"name": "bbgn", "users": 400, "epsilon": 1.0, "delta": 1e-6}, 500, "protocol.users"),
+        ({"name": "bbgn", "users": 500, "delta": 1e-6}, 500, "protocol.epsilon"),
+        ({"name": "bbgn", "users": 500, "epsilon": "1", "delta": 1e-6}, 500, "protocol.epsilon"),
+        ({"name": "blanket", "users": 50, "epsilon": 1.0, "delta": 1e-6}, 50, "protocol"),
+    ],
+)
+def test_named_protocol_errors_name_the_field(
+    protocol: dict[str, object], users: int, field: str
+) -> None:
+    with pytest.raises(ChainFileError) as info:
+        chain_from_config(_named_config(protocol, users))
+    assert info.value.field == field
+    assert "\n" not in str(info.value)

@@ -19,19 +19,37 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def test_plan_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "plan", "--users", "10000", "--epsilon", "1", "--delta", "1e-6",
-                       "--json")
+    code, out, _ = run(
+        capsys, "plan", "--users", "10000", "--epsilon", "1", "--delta", "1e-6", "--json"
+    )
     assert code == 0
     data = json.loads(out)
     assert data.keys() >= JSON_KEYS
-    assert data["mode"] == "single-user" and data["bound"] == "optimized"
+    # the default bound is "auto": whichever of the seed lemmas and BBGN needs fewer messages
+    assert data["mode"] == "single-user" and data["bound"] == "bbgn"
     assert data["epsilon"] <= 1 and data["delta"] <= 1e-6
-    assert data["precision"] == 100000
+    (seed,) = data["alternatives"]
+    assert seed["bound"] == "optimized" and seed["precision"] == 100000
+    assert seed.keys() >= JSON_KEYS
+    assert data["messages_per_user"] < seed["messages_per_user"]
 
 
 def test_plan_json_sum_preserving_has_null_noise(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "plan", "-n", "1000", "-e", "0.5", "-d", "1e-8",
-                       "--mode", "sum-preserving", "--precision", "5000", "--json")
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "-n",
+        "1000",
+        "-e",
+        "0.5",
+        "-d",
+        "1e-8",
+        "--mode",
+        "sum-preserving",
+        "--precision",
+        "5000",
+        "--json",
+    )
     data = json.loads(out)
     assert code == 0 and data["noise_p"] is None and data["noise_q"] is None
     assert data["precision"] == 5000
@@ -44,8 +62,20 @@ def test_plan_table_mentions_the_theorem_comparison(capsys: pytest.CaptureFixtur
 
 
 def test_plan_theorem_bound_warns(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "plan", "-n", "10000", "-e", "1", "-d", "1e-6",
-                       "--mode", "sum-preserving", "--bound", "theorem")
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "-n",
+        "10000",
+        "-e",
+        "1",
+        "-d",
+        "1e-6",
+        "--mode",
+        "sum-preserving",
+        "--bound",
+        "theorem",
+    )
     assert code == 0 and "do NOT meet" in out
 
 
@@ -74,8 +104,10 @@ def test_parameter_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str
 
 
 def test_infeasible_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "plan", "-n", "5", "-e", "1", "-d", "1e-6")
+    code, _, err = run(capsys, "plan", "-n", "5", "-e", "1", "-d", "1e-6", "--bound", "optimized")
     assert code == 3 and "honest users" in err
+    code, _, err = run(capsys, "plan", "-n", "2", "-e", "1", "-d", "1e-6")
+    assert code in (2, 3) and err.count("\n") == 1
 
 
 def test_demo_sum_preserving_is_exact(capsys: pytest.CaptureFixture[str]) -> None:
@@ -94,13 +126,19 @@ def test_demo_single_user_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_console_script_entry_point() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "cloaknet", "plan", "-n", "100", "-e", "1", "-d", "1e-6", "--json"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["users"] == 100
     helptext = subprocess.run(
         [sys.executable, "-m", "cloaknet", "plan", "--help"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     ).stdout
     assert "--colluders" in helptext and "--bound" in helptext
 
@@ -112,7 +150,9 @@ def test_plan_toml_is_a_loadable_protocol_table(capsys: pytest.CaptureFixture[st
     from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
     from mixnet.keys import generate_identity
 
-    code, out, _ = run(capsys, "plan", "-n", "200", "-e", "1", "-d", "1e-6", "--toml")
+    code, out, _ = run(
+        capsys, "plan", "-n", "200", "-e", "1", "-d", "1e-6", "--toml", "--bound", "optimized"
+    )
     assert code == 0
     protocol = tomllib.loads(out)["protocol"]
     assert protocol["messages"] >= 4 and protocol["mode"] == "single-user"
@@ -126,3 +166,36 @@ def test_plan_toml_is_a_loadable_protocol_table(capsys: pytest.CaptureFixture[st
     chain = chain_from_config(config)
     assert chain.params.messages == protocol["messages"]
     assert str(chain.params.modulus) == protocol["modulus"]
+
+
+def test_plan_auto_toml_for_bbgn_loads_as_a_named_protocol(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import tomllib
+
+    from cloaknet.chainfile import chain_from_config
+    from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+    from mixnet.keys import generate_identity
+
+    code, out, _ = run(capsys, "plan", "-n", "300", "-e", "1", "-d", "1e-6", "--toml")
+    assert code == 0
+    protocol = tomllib.loads(out)["protocol"]
+    assert protocol["name"] == "bbgn"
+    config = ChainConfig(
+        chain_id="t",
+        mixes=(NodeInfo("mix1", "ws://127.0.0.1:1", generate_identity().verify_key),),
+        analyzer=NodeInfo("analyzer", "ws://127.0.0.1:2", None),
+        policy=RoundPolicy(min_users=300, max_users=300, deadline_seconds=10.0),
+        sections={"protocol": protocol},
+    )
+    assert chain_from_config(config).protocol is not None
+
+
+def test_plan_bbgn_sum_preserving(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "plan", "-n", "10000", "-e", "1", "-d", "1e-6", "--mode", "sum-preserving", "--json"
+    )
+    data = json.loads(out)
+    assert code == 0 and data["bound"] == "bbgn" and data["protocol"] == "cloak"
+    assert data["epsilon"] == 0 and data["delta"] <= 1e-6
+    assert data["messages_per_user"] < data["alternatives"][0]["messages_per_user"]

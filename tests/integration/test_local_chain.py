@@ -55,3 +55,25 @@ async def test_equal_plaintext_shares_all_reach_the_analyzer(tmp_path: Path) -> 
         result = await net.result(receipts[0].round, timeout=60)
     assert result.raw["status"] == "ok"
     assert result.estimate == sum(values) == 10.0
+
+
+@pytest.mark.parametrize("name", ["bbgn", "blanket", "cheu"])
+async def test_comparison_protocols_through_the_chain(tmp_path: Path, name: str) -> None:
+    """The chain carries any protocol's fixed-width messages; the analyzer node runs the
+    protocol's analyzer and checks n·m."""
+    from cloaknet.protocols import make_protocol
+
+    users = 600
+    protocol = make_protocol(name, users, 1.0, 1e-6)
+    policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=120.0)
+    values = np.random.default_rng(3).random(users)
+    async with (
+        local_chain(tmp_path, protocol, policy, mixes=2) as chain,
+        connect(chain.chain, connections=4) as net,
+    ):
+        receipts = await net.submit_many(values.tolist(), concurrency=16)
+        result = await net.result(receipts[0].round, timeout=120)
+    assert result.raw["status"] == "ok" and result.raw["protocol"] == name
+    assert result.users == users
+    assert result.raw["messages"] == users * int(protocol.messages_per_user)
+    assert abs(result.estimate - float(values.sum())) < 6 * protocol.predicted_rmse_for(values)

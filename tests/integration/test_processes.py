@@ -98,3 +98,14 @@ plan = {{ users = 50, epsilon = 1.0, delta = 1e-6, mode = "sum-preserving" }}
     broken = cloaknet("node", "--chain", str(chain), "--name", "mix1", "--key", str(key))
     assert broken.returncode == 2 and "round.min_users" in broken.stderr
     assert broken.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_demo_carries_a_comparison_protocol() -> None:
+    proc = cloaknet("demo", "--users", "60", "--mixes", "2", "--protocol", "bbgn", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    assert data["protocol"] == "bbgn" and data["rounded_sum"] is None
+    assert abs(data["estimate"] - data["true_sum"]) < 8 * data["expected_rmse"]
+    ideal = cloaknet("demo", "--mixes", "0", "--protocol", "bbgn")
+    assert ideal.returncode == 2 and "cloak only" in ideal.stderr
