@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from cloaknet.errors import ParameterError
+from cloaknet.validation import check_int
 
 __all__ = [
     "MAX_COLLUDER_FRACTION",
@@ -67,14 +68,6 @@ class PrivacyBound:
     terms: dict[str, float]
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParameterError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ParameterError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
 def _check_open_unit(name: str, value: float) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         raise ParameterError(f"{name} must be a finite number, got {value!r}")
@@ -84,7 +77,7 @@ def _check_open_unit(name: str, value: float) -> float:
 
 
 def _check_modulus(modulus: int) -> int:
-    _check_int("modulus N", modulus, 3)
+    check_int("modulus N", modulus, 3)
     if modulus % 2 == 0:
         raise ParameterError(f"modulus N must be odd, got {modulus}")
     return modulus
@@ -92,7 +85,7 @@ def _check_modulus(modulus: int) -> int:
 
 def _check_messages_gamma(messages: int, gamma: float) -> None:
     """Preconditions shared by Lemmas 1, 5, 6, 11–13: m >= 4 and 6√m / 2^(2m) < γ < 1."""
-    _check_int("messages per user m", messages, 4)
+    check_int("messages per user m", messages, 4)
     _check_open_unit("gamma", gamma)
     log_threshold = math.log(6.0) + 0.5 * math.log(messages) - 2 * messages * _LN2
     if math.log(gamma) <= log_threshold:
@@ -160,7 +153,7 @@ def sum_preserving_bound(
     states the same bound, with t = n − 1, when a set C of users colludes.
     This is the full expression of Lemma 6, not the theorem proof's shorthand η ≤ δ.
     """
-    _check_int("swaps t", swaps, 0)
+    check_int("swaps t", swaps, 0)
     log_eta = log_smoothness_failure(messages, modulus, gamma)
     ln_beta = swap_epsilon(gamma)
     epsilon = swaps * ln_beta
@@ -207,9 +200,9 @@ def single_user_bound(
     Requires n >= 1, 0 <= |C| <= 0.9 n (Lemma 13's condition), k >= 1, p in (0, 1),
     q in (0, 1], and the preconditions of Lemma 1.
     """
-    _check_int("users n", users, 1)
-    _check_int("colluders |C|", colluders, 0)
-    _check_int("precision k", precision, 1)
+    check_int("users n", users, 1)
+    check_int("colluders |C|", colluders, 0)
+    check_int("precision k", precision, 1)
     if colluders > MAX_COLLUDER_FRACTION * users:
         raise ParameterError(
             f"colluders |C| = {colluders} exceeds 0.9 n = {MAX_COLLUDER_FRACTION * users:g}; "
@@ -258,8 +251,8 @@ def noise_variance_bound(modulus: int, noise_p: float) -> float:
 def rounding_error_worst(users: int, precision: int) -> float:
     """Worst-case error of Σ floor(x_i k)/k against Σ x_i: n/k (Algorithm 2; the estimate is
     never above the true sum in the noiseless case)."""
-    _check_int("users n", users, 1)
-    _check_int("precision k", precision, 1)
+    check_int("users n", users, 1)
+    check_int("precision k", precision, 1)
     return users / precision
 
 
@@ -273,8 +266,8 @@ def noise_std(users: int, precision: int, modulus: int, noise_p: float, noise_q:
     """Standard deviation of the pre-randomizer's total noise in units of the input
     (divide integer noise by k): sqrt(n · q · Var_bound) / k, with Var_bound of Lemma 8.
     All n users add noise (colluders too), each with probability q."""
-    _check_int("users n", users, 1)
-    _check_int("precision k", precision, 1)
+    check_int("users n", users, 1)
+    check_int("precision k", precision, 1)
     if not 0.0 < noise_q <= 1.0:
         raise ParameterError(f"noise q must lie in (0, 1], got {noise_q!r}")
     return math.sqrt(users * noise_q * noise_variance_bound(modulus, noise_p)) / precision

@@ -66,6 +66,7 @@ from cloaknet.encoding import split
 from cloaknet.errors import ParameterError
 from cloaknet.noise import sample_truncated_laplace, truncated_laplace_pmf
 from cloaknet.randomness import RandomSource, bernoulli_fraction
+from cloaknet.validation import check_int
 
 __all__ = [
     "BEHAVIOURS",
@@ -101,15 +102,6 @@ _INT64_LIMIT = 2**62
 # --------------------------------------------------------------------------------------------
 # Validation helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ParameterError(f"{name} must be an integer, got {value!r}")
-    result = int(value)
-    if result < minimum:
-        raise ParameterError(f"{name} must be >= {minimum}, got {result}")
-    return result
 
 
 def _as_int(name: str, value: object) -> int:
@@ -186,10 +178,10 @@ def subset_sum_counts(
         partial count could exceed 2**62, so the result is exact in every case.)
     :raises ParameterError: m or N out of range, or a share not an int in [0, N).
     """
-    modulus = _check_int("modulus", modulus, 2)
+    modulus = check_int("modulus", modulus, 2)
     values = _share_list(shares, modulus)
     n = len(values)
-    m = _check_int("m", m, 1)
+    m = check_int("m", m, 1)
     if m > n:
         raise ParameterError(f"m = {m} exceeds the number of shares {n}")
     # dp[c][x] <= C(i, c) <= C(n, min(m, n // 2)), the largest count any row can hold.
@@ -258,8 +250,8 @@ def realized_gamma(counts: NDArray[Any], m: int, modulus: int) -> float:
     :param modulus: N >= 2.
     :raises ParameterError: wrong shape, negative counts, or counts not summing to C(2m, m).
     """
-    modulus = _check_int("modulus", modulus, 2)
-    m = _check_int("m", m, 1)
+    modulus = check_int("modulus", modulus, 2)
+    m = check_int("m", m, 1)
     arr = np.asarray(counts)
     if arr.shape != (modulus,):
         raise ParameterError(f"counts must have shape ({modulus},), got {arr.shape}")
@@ -286,8 +278,8 @@ def view_stats(
         (only its shape and total are checked).
     :raises ParameterError: len(shares) != 2m, or as :func:`subset_sum_counts`.
     """
-    modulus = _check_int("modulus", modulus, 2)
-    m = _check_int("m", m, 1)
+    modulus = check_int("modulus", modulus, 2)
+    m = check_int("m", m, 1)
     values = _share_list(shares, modulus)
     if len(values) != 2 * m:
         raise ParameterError(f"a view has 2m = {2 * m} shares, got {len(values)}")
@@ -432,9 +424,9 @@ def posterior_sum_preserving(
         inconsistent with total" when ΣE ≢ total (mod N); a view impossible for every
         feasible x̄1; a prior with no mass on the possible inputs.
     """
-    modulus = _check_int("modulus", modulus, 2)
-    m = _check_int("m", m, 1)
-    precision = _check_int("precision", precision, 1)
+    modulus = check_int("modulus", modulus, 2)
+    m = check_int("m", m, 1)
+    precision = check_int("precision", precision, 1)
     total = _as_int("total", total)
     values = _share_list(honest_shares, modulus, "honest_shares")
     if len(values) != 2 * m:
@@ -507,9 +499,9 @@ def posterior_single_user(
     :raises ParameterError: bad parameters, len(E) != 2m, a view impossible for every x̄1,
         or a prior with no mass on the possible inputs.
     """
-    modulus = _check_int("modulus", modulus, 3)
-    m = _check_int("m", m, 1)
-    precision = _check_int("precision", precision, 1)
+    modulus = check_int("modulus", modulus, 3)
+    m = check_int("m", m, 1)
+    precision = check_int("precision", precision, 1)
     truncated_laplace_pmf(0, modulus, noise_p)  # validates odd N and p in (0, 1)
     other = _as_int("other_input", other_input)
     if not 0 <= other <= precision:
@@ -570,8 +562,8 @@ def colluder_messages(
         empty hint.
     """
     behaviour = _check_behaviour(behaviour)
-    m = _check_int("m", m, 1)
-    modulus = _check_int("modulus", modulus, 2)
+    m = check_int("m", m, 1)
+    modulus = check_int("modulus", modulus, 2)
     xs = [_as_int(f"inputs[{i}]", x) for i, x in enumerate(inputs)]
     if behaviour == "honest":
         return [split(x, m, modulus, rng) for x in xs]
@@ -682,10 +674,10 @@ def simulate_trial(
         Lemma 11 does, decide the indicators themselves); ``other_noisy`` likewise.
     :raises ParameterError: any parameter out of range or inconsistent with ``mode``.
     """
-    m = _check_int("m", m, 1)
-    modulus = _check_int("modulus", modulus, 2)
-    precision = _check_int("precision", precision, 1)
-    colluders = _check_int("colluders", colluders, 0)
+    m = check_int("m", m, 1)
+    modulus = check_int("modulus", modulus, 2)
+    precision = check_int("precision", precision, 1)
+    colluders = check_int("colluders", colluders, 0)
     behaviour = _check_behaviour(behaviour)
     mode = _check_mode(mode)
     noisy_mode = mode == "single-user"
@@ -805,8 +797,8 @@ def analyze_trial(
         that is not the honest shares (a malformed trial).
     """
     mode = _check_mode(mode)
-    m = _check_int("m", m, 1)
-    modulus = _check_int("modulus", modulus, 2)
+    m = check_int("m", m, 1)
+    modulus = check_int("modulus", modulus, 2)
     if len(trial.honest_shares) != 2 * m:
         raise ParameterError(
             f"trial has {len(trial.honest_shares)} honest shares, expected 2m = {2 * m}"

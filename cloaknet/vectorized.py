@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 
 from cloaknet.errors import InputRangeError, ParameterError
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
+from cloaknet.validation import check_int
 
 __all__ = [
     "FAST_MODULUS_LIMIT",
@@ -78,18 +79,8 @@ _MIN_SHUFFLE_KEY_BITS: Final[int] = 24
 # validation helpers
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
-    """Return ``value`` as an ``int`` if it is a (non-bool) integer ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ParameterError(f"{name} must be an integer, got {value!r}")
-    result = int(value)
-    if result < minimum:
-        raise ParameterError(f"{name} must be >= {minimum}, got {result}")
-    return result
-
-
 def _check_modulus(modulus: object, minimum: int) -> int:
-    return _check_int("modulus", modulus, minimum)
+    return check_int("modulus", modulus, minimum)
 
 
 # --------------------------------------------------------------------------------------
@@ -261,7 +252,7 @@ def quantize(
         of the *real* product of the binary64 value ``x`` and ``k`` (as
         ``math.floor(fractions.Fraction(x) * k)``), not of the rounded float product.
     """
-    k = _check_int("precision", precision, 1)
+    k = check_int("precision", precision, 1)
     if k >= _MAX_PRECISION:
         raise ParameterError(f"precision must be < 2**53, got {k}")
     try:
@@ -439,9 +430,9 @@ def encode_many_chunks(
 
 def _check_encode_params(messages: int, modulus: int, chunk_users: int) -> tuple[int, int, int]:
     return (
-        _check_int("messages", messages, 1),
+        check_int("messages", messages, 1),
         _check_modulus(modulus, 2),
-        _check_int("chunk_users", chunk_users, 1),
+        check_int("chunk_users", chunk_users, 1),
     )
 
 

@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 
 from cloaknet.errors import ParameterError, ShareCountError, ShareError
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
+from cloaknet.validation import check_int
 from cloaknet.vectorized import quantize, uniform_residues
 
 __all__ = [
@@ -57,16 +58,6 @@ _MAX_PRECISION: Final[int] = 1 << 53
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def check_int(name: str, value: object, minimum: int) -> int:
-    """``value`` as an int if it is a (non-bool) integer ``>= minimum``; else ParameterError."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ParameterError(f"{name} must be an integer, got {value!r}")
-    result = int(value)
-    if result < minimum:
-        raise ParameterError(f"{name} must be >= {minimum}, got {result}")
-    return result
 
 
 def check_epsilon_delta(users: object, epsilon: object, delta: object) -> tuple[int, float, float]:
