@@ -1,0 +1,325 @@
+"""`cloaknet experiment compare`: artefacts, the exact sufficient-statistic samplers, statistics."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from scipy import stats
+
+from cloaknet.errors import ParameterError
+from cloaknet.experiments.compare import (
+    FAST_PATH_PROTOCOLS,
+    CompareSettings,
+    _binomial_half_rejection,
+    binomial_dyadic,
+    binomial_half,
+    chi2_quantile,
+    choose_method,
+    input_vector,
+    rmse_interval,
+    run_compare_experiment,
+    simulate_trial,
+    trial_rng,
+)
+from cloaknet.protocols import PROTOCOLS, make_protocol
+from cloaknet.randomness import DeterministicRandom
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _quiet() -> Console:
+    return Console(file=io.StringIO())
+
+
+# --------------------------------------------------------------------------- the whole run
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+    out = tmp_path_factory.mktemp("compare")
+    settings = CompareSettings(
+        users=(100, 1000),
+        epsilons=(1.0,),
+        delta=1e-6,
+        trials=5,
+        jobs=2,
+        seed=1,
+        quick=False,
+        # low enough that some n = 1000 cells take the sufficient-statistic path
+        max_messages_per_trial=50_000,
+    )
+    return out, run_compare_experiment(out, settings, _quiet())
+
+
+def test_tiny_run_writes_every_artefact(tiny_run: tuple[Path, dict[str, object]]) -> None:
+    out, _ = tiny_run
+    for name in ("compare.csv", "trials.csv", "report.md", "settings.json"):
+        assert (out / name).stat().st_size > 0, name
+    for png in ("error_vs_users.png", "communication_vs_users.png"):
+        assert (out / png).read_bytes()[:8] == PNG_MAGIC
+    report = (out / "report.md").read_text()
+    assert "](error_vs_users.png)" in report
+    assert "](communication_vs_users.png)" in report
+    assert "## Figure 1 reproduced (ε = 1, δ = 10^-6)" in report
+    assert "n^(1/6)·log^(1/3)(1/δ) / ε^(2/3)" in report  # the paper's formula for Balle et al.
+    with (out / "compare.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * len(PROTOCOLS)
+    with (out / "trials.csv").open() as handle:
+        trials = list(csv.DictReader(handle))
+    feasible = [r for r in rows if r["feasible"] == "True"]
+    assert len(trials) == 5 * len(feasible)
+
+
+def test_every_protocol_has_rows_and_plausible_errors(
+    tiny_run: tuple[Path, dict[str, object]],
+) -> None:
+    _, result = tiny_run
+    rows = result["rows"]
+    assert isinstance(rows, list)
+    for name in PROTOCOLS:
+        assert {r["users"] for r in rows if r["protocol"] == name} == {100, 1000}, name
+    blanket_100 = next(r for r in rows if r["protocol"] == "blanket" and r["users"] == 100)
+    assert not blanket_100["feasible"] and "gamma" in blanket_100["reason"]
+    assert blanket_100["measured_rmse"] is None
+    for r in rows:
+        if not r["feasible"]:
+            continue
+        assert r["trials"] == 5
+        assert math.isfinite(r["measured_rmse"])
+        assert r["rmse_ci_low"] <= r["measured_rmse"] <= r["rmse_ci_high"]
+        ratio = r["measured_rmse"] / r["predicted_rmse"]
+        assert 0.2 <= ratio <= 5.0, (r["protocol"], r["users"], ratio)
+        assert r["messages_per_user"] >= 1 and r["bytes_per_user"] >= 1
+    methods = {(r["protocol"], r["users"]): r["method"] for r in rows if r["feasible"]}
+    assert methods[("cheu", 1000)] == "sufficient-statistic"
+    assert methods[("cloak-sum-preserving", 1000)] == "sufficient-statistic"
+    assert methods[("central", 1000)] == "messages"
+    assert all(methods[(name, 100)] == "messages" for name in PROTOCOLS if name != "blanket")
+    # the sum-preserving cloak is deterministic: its error is exactly the rounding bias
+    for r in rows:
+        if r["protocol"] == "cloak-sum-preserving":
+            assert r["measured_rmse"] == pytest.approx(abs(r["predicted_bias"]), rel=1e-9)
+            assert r["rmse_ci_low"] == r["rmse_ci_high"] == r["measured_rmse"]
+
+
+def test_return_value_round_trips_through_json(
+    tiny_run: tuple[Path, dict[str, object]],
+) -> None:
+    _, result = tiny_run
+    assert set(result) == {"rows", "seconds"}
+    text = json.dumps(result, allow_nan=False)
+    assert json.loads(text) == result
+
+
+def test_seeded_runs_replay_whatever_the_process_count(tmp_path: Path) -> None:
+    def errors(jobs: int) -> list[float]:
+        settings = CompareSettings(
+            users=(300,),
+            epsilons=(2.0,),
+            delta=1e-6,
+            trials=4,
+            jobs=jobs,
+            seed=7,
+            quick=True,
+            protocols=("cheu", "bbgn", "cloak-single-user"),
+        )
+        result = run_compare_experiment(tmp_path / f"jobs{jobs}", settings, _quiet())
+        rows = result["rows"]
+        assert isinstance(rows, list)
+        return [r["mean_error"] for r in rows]
+
+    assert errors(1) == errors(2)
+
+
+# --------------------------------------------------------------------------- fast path
+
+
+def _estimates(name: str, n: int, method: str, trials: int, tag: str, **kw: int) -> np.ndarray:
+    protocol = make_protocol(name, n, 1.0, 1e-6)
+    x = input_vector(n, 3)
+    return np.array(
+        [
+            simulate_trial(protocol, x, method, DeterministicRandom(f"{tag}/{i}"), **kw)  # type: ignore[arg-type]
+            for i in range(trials)
+        ]
+    )
+
+
+@pytest.mark.parametrize("name", ["cloak-single-user", "cloak-sum-preserving", "bbgn"])
+def test_fast_path_is_the_messages_path_stream_for_stream(name: str) -> None:
+    """The cloak and bbgn samplers consume the stream in the encoder's order, so the same
+    stream gives the same estimate (a drift detector on top of the distributional test)."""
+    real = _estimates(name, 150, "messages", 20, "same")
+    fast = _estimates(name, 150, "sufficient-statistic", 20, "same")
+    assert np.array_equal(real, fast)
+
+
+@pytest.mark.parametrize("name", sorted(FAST_PATH_PROTOCOLS))
+def test_fast_path_agrees_in_distribution(name: str) -> None:
+    """Independent streams for the two methods: means within 4.5 standard errors (from the
+    predicted variance) and sample variances within 4.5 standard errors of the predicted
+    variance (standard error from the pooled sample kurtosis)."""
+    n, trials = 200, 400
+    protocol = make_protocol(name, n, 1.0, 1e-6)
+    x = input_vector(n, 3)
+    bias = protocol.expected_estimate(x) - math.fsum(x.tolist())
+    variance = protocol.predicted_rmse_for(x) ** 2 - bias**2
+    extra = {"direct_limit": 64} if name == "cheu" else {}  # exercise the rejection sampler
+    real = _estimates(name, n, "messages", trials, "real")
+    fast = _estimates(name, n, "sufficient-statistic", trials, "fast", **extra)
+    if variance < 1e-12:  # deterministic (sum-preserving cloak)
+        assert np.all(real == fast)
+        return
+    se_mean = math.sqrt(2 * variance / trials)
+    assert abs(real.mean() - fast.mean()) <= 4.5 * se_mean
+    pooled = np.concatenate([real - real.mean(), fast - fast.mean()])
+    kurtosis = float(np.mean(pooled**4) / np.mean(pooled**2) ** 2)
+    se_var = math.sqrt((kurtosis - 1) / trials)
+    for sample in (real, fast):
+        assert abs(sample.var(ddof=1) / variance - 1) <= 4.5 * se_var, (name, sample.var())
+
+
+def test_sufficient_statistic_needs_a_sampler() -> None:
+    protocol = make_protocol("central", 100, 1.0, 1e-6)
+    with pytest.raises(ParameterError):
+        simulate_trial(
+            protocol, input_vector(100, 0), "sufficient-statistic", DeterministicRandom(0)
+        )
+
+
+def test_choose_method() -> None:
+    cheu = make_protocol("cheu", 1000, 1.0, 1e-6)
+    assert choose_method(cheu, 1000, 10**9) == "messages"
+    assert choose_method(cheu, 1000, 1000) == "sufficient-statistic"
+    central = make_protocol("central", 1000, 1.0, 1e-6)
+    assert choose_method(central, 1000, 0) == "messages"
+
+
+# --------------------------------------------------------------------------- exact binomials
+
+
+def _gof_pvalue(samples: np.ndarray, count: int, p: float) -> float:
+    observed = np.bincount(samples, minlength=count + 1)
+    expected = stats.binom.pmf(np.arange(count + 1), count, p) * samples.size
+    keep = expected >= 5
+    scaled = expected[keep] * observed[keep].sum() / expected[keep].sum()
+    return float(stats.chisquare(observed[keep], scaled).pvalue)
+
+
+@pytest.mark.parametrize("count", [1, 2, 7, 40])
+def test_binomial_half_rejection_has_the_binomial_law(count: int) -> None:
+    rng = DeterministicRandom(f"bin/{count}")
+    samples = np.array([binomial_half(count, rng, direct_limit=0) for _ in range(6000)])
+    assert samples.min() >= 0 and samples.max() <= count
+    assert _gof_pvalue(samples, count, 0.5) > 1e-3
+
+
+def test_binomial_half_exact_fallback_has_the_binomial_law() -> None:
+    rng = DeterministicRandom("exact")
+    samples = np.array([_binomial_half_rejection(12, rng, force_exact=True) for _ in range(5000)])
+    assert _gof_pvalue(samples, 12, 0.5) > 1e-3
+
+
+def test_binomial_half_popcount_and_large_counts() -> None:
+    rng = DeterministicRandom("large")
+    assert binomial_half(0, rng) == 0
+    small = np.array([binomial_half(13, rng) for _ in range(4000)])
+    assert _gof_pvalue(small, 13, 0.5) > 1e-3
+    big = 10**9
+    draws = np.array([binomial_half(big, rng) for _ in range(400)], dtype=np.float64)
+    sd = math.sqrt(big / 4)
+    assert abs(draws.mean() - big / 2) <= 4.5 * sd / math.sqrt(400)
+    assert abs(draws.var(ddof=1) / sd**2 - 1) <= 0.35
+    with pytest.raises(ParameterError):
+        binomial_half(-1, rng)
+
+
+@pytest.mark.parametrize("direct_limit", [0, 1 << 16])
+def test_binomial_dyadic_has_the_binomial_law(direct_limit: int) -> None:
+    rng = DeterministicRandom(f"dyadic/{direct_limit}")
+    samples = np.array(
+        [binomial_dyadic(30, 5, 4, rng, direct_limit=direct_limit) for _ in range(5000)]
+    )
+    assert _gof_pvalue(samples, 30, 5 / 16) > 1e-3
+    assert binomial_dyadic(9, 16, 4, rng) == 9
+    assert binomial_dyadic(9, 0, 4, rng) == 0
+    with pytest.raises(ParameterError):
+        binomial_dyadic(9, 17, 4, rng)
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@pytest.mark.parametrize("df", [1, 2, 5, 10, 51, 999, 5000])
+def test_chi2_quantile_matches_scipy(df: int) -> None:
+    for p in (0.025, 0.5, 0.975):
+        expected = stats.chi2.ppf(p, df)
+        tolerance = 1e-9 if df <= 1000 else 1e-3
+        assert chi2_quantile(p, df) == pytest.approx(expected, rel=tolerance)
+    with pytest.raises(ParameterError):
+        chi2_quantile(1.0, df)
+
+
+def test_rmse_interval() -> None:
+    assert rmse_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)
+    gaussian = np.random.default_rng(0).normal(0.0, 2.0, 200).tolist()  # test data only
+    rmse, low, high = rmse_interval(gaussian)
+    assert low < 2.0 < high and low < rmse < high
+    # a heavy-tailed sample with the same RMSE gets a wider interval
+    heavy = [0.0] * 190 + [rmse * math.sqrt(20)] * 10
+    rmse_h, low_h, high_h = rmse_interval(heavy)
+    assert rmse_h == pytest.approx(rmse)
+    assert high_h - low_h > high - low
+    with pytest.raises(ParameterError):
+        rmse_interval([])
+
+
+# --------------------------------------------------------------------------- settings, data
+
+
+def test_settings_presets_and_validation() -> None:
+    quick = CompareSettings.default(quick=True, jobs=2)
+    assert (quick.users, quick.epsilons, quick.trials, quick.delta) == (
+        (100, 1000, 10_000),
+        (1.0,),
+        10,
+        1e-6,
+    )
+    full = CompareSettings.default(seed=3)
+    assert full.users == (100, 1000, 10_000, 100_000, 1_000_000)
+    assert full.epsilons == (0.5, 1.0, 2.0) and full.trials == 50 and full.seed == 3
+    assert full.protocols == PROTOCOLS and full.jobs >= 1
+    custom = CompareSettings.default(users=[1000, 100, 1000], epsilons=[2, 0.5], trials=3)
+    assert custom.users == (100, 1000) and custom.epsilons == (0.5, 2.0) and custom.trials == 3
+    with pytest.raises(ParameterError):
+        CompareSettings(
+            users=(100,),
+            epsilons=(1.0,),
+            delta=1e-6,
+            trials=5,
+            jobs=1,
+            seed=None,
+            quick=False,
+            protocols=("nope",),
+        )
+    with pytest.raises(ParameterError):
+        CompareSettings.default(users=[1])
+    with pytest.raises(ParameterError):
+        CompareSettings.default(delta=2.0)
+
+
+def test_input_data_and_streams_are_reproducible() -> None:
+    a, b = input_vector(500, 4), input_vector(500, 4)
+    assert np.array_equal(a, b) and a.min() >= 0.0 and a.max() < 1.0
+    assert not np.array_equal(a, input_vector(500, 5))
+    one = trial_rng(4, "cheu", 500, 1.0, 1e-6, 0).token_bytes(16)
+    assert one == trial_rng(4, "cheu", 500, 1.0, 1e-6, 0).token_bytes(16)
+    assert one != trial_rng(4, "cheu", 500, 1.0, 1e-6, 1).token_bytes(16)
