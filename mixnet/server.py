@@ -422,6 +422,30 @@ class BaseNode:
         """Hook for extra GET routes: return (status, JSON body) or None."""
         return None
 
+    def prometheus(self) -> str:
+        """Counters in the Prometheus text format (``GET /metrics``)."""
+        labels = f'node="{self.settings.name}",hop="{self.settings.hop}"'
+        rounds: dict[str, dict[str, Any]] = self.metrics["rounds"]
+        done = [r for r in rounds.values() if "messages" in r]
+        lines = [
+            "# HELP mixnet_frames_total Websocket frames received.",
+            "# TYPE mixnet_frames_total counter",
+            f"mixnet_frames_total{{{labels}}} {self.metrics['frames']}",
+            "# HELP mixnet_errors_total Frames answered with an error frame.",
+            "# TYPE mixnet_errors_total counter",
+            f"mixnet_errors_total{{{labels}}} {self.metrics['errors']}",
+            "# HELP mixnet_rounds_total Rounds this node finished (mixed or analyzed).",
+            "# TYPE mixnet_rounds_total counter",
+            f"mixnet_rounds_total{{{labels}}} {len(done)}",
+            "# HELP mixnet_messages_total Messages this node mixed or analyzed.",
+            "# TYPE mixnet_messages_total counter",
+            f"mixnet_messages_total{{{labels}}} {sum(int(r['messages']) for r in done)}",
+            "# HELP mixnet_dropped_total Items dropped (replayed or failing to peel).",
+            "# TYPE mixnet_dropped_total counter",
+            f"mixnet_dropped_total{{{labels}}} {sum(int(r.get('dropped', 0)) for r in done)}",
+        ]
+        return "\n".join(lines) + "\n"
+
     def status(self) -> dict[str, object]:
         return {
             "chain": self.settings.chain_id,
@@ -438,6 +462,11 @@ class BaseNode:
             return conn.respond(http.HTTPStatus.OK, "ok\n")
         if path == "/status":
             return _json_response(conn, 200, self.status())
+        if path == "/metrics":
+            response = conn.respond(http.HTTPStatus.OK, self.prometheus())
+            del response.headers["Content-Type"]
+            response.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
+            return response
         routed = self.routes(path)
         if routed is not None:
             return _json_response(conn, routed[0], routed[1])

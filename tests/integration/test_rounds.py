@@ -88,6 +88,10 @@ async def test_http_endpoints(tmp_path: Path) -> None:
         assert code == 400
         code, _ = await asyncio.to_thread(http_get, f"{mix}/nowhere")
         assert code == 404
+        code, body = await asyncio.to_thread(http_get, f"{mix}/metrics")
+        assert code == 200
+        assert 'mixnet_rounds_total{node="mix1",hop="0"} 1' in body
+        assert "mixnet_messages_total" in body and "# TYPE mixnet_frames_total counter" in body
 
 
 async def test_a_mix_restarted_mid_round_finishes_it_exactly(tmp_path: Path) -> None:
