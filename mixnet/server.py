@@ -726,7 +726,16 @@ class MixNode(BaseNode):
                 intake = self.entry[r]
             else:
                 r = (self.store.last_round_id() or 0) + 1
-                intake = await self._open_round(r)
+                try:
+                    intake = await self._open_round(r)
+                except MixnetError as exc:
+                    # the chain refused (e.g. a successor that does not recognise our
+                    # identity): log it, give the id up, and try a fresh round later
+                    log.error("%s: opening round %d failed: %s", self.settings.name, r, exc)
+                    self._erase_key(r)
+                    self.store.update_round(r, status="failed")
+                    await asyncio.sleep(1.0)
+                    continue
             self.current = intake
             self._round_ready.set()
             while intake.status == "open":
