@@ -556,7 +556,34 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             plan(args.users, args.epsilon, args.delta, bound="theorem", **kwargs).to_json()
         )
     _plan_table(chosen, [*others, *comparison])
+    if chosen_plan is not None and chosen_plan.params.noise is not None and args.max_rmse is None:
+        _suggest_lower_error(args, chosen_plan)
     return 0
+
+
+def _suggest_lower_error(args: argparse.Namespace, chosen: Plan) -> None:
+    """Minimising m first can leave a lot of noise; say what a few more messages buy."""
+    target = chosen.expected_rmse / 2
+    try:
+        better = plan(
+            args.users,
+            args.epsilon,
+            args.delta,
+            args.precision,
+            args.mode,
+            args.colluders,
+            max_users=args.max_users,
+            max_messages=args.max_messages,
+            max_rmse=target,
+        )
+    except (ParameterError, InfeasiblePlanError):
+        return
+    extra = better.params.messages - chosen.params.messages
+    print(
+        f"tip: --max-rmse {target:.3g} halves the expected error with {extra} more "
+        f"message{'s' if extra != 1 else ''} per user (m = {better.params.messages}, "
+        f"RMSE {better.expected_rmse:.3g})"
+    )
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

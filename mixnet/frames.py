@@ -6,7 +6,7 @@ Parsers take a decoded frame (a dict from :func:`mixnet.wire.decode_frame`) and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mixnet.errors import MalformedFrame
@@ -97,8 +97,3 @@ def parse_batch(frame: Mapping[str, object], *, payload_length: int, max_count: 
         count=get_int(frame, "count", min_value=0, max_value=ROUND_ID_MAX),
         payloads=get_bytes_list(frame, "payloads", item_length=payload_length, max_count=max_count),
     )
-
-
-def payload_lists(chunks: Sequence[Sequence[bytes]]) -> list[bytes]:
-    """Flatten chunks of payloads."""
-    return [p for chunk in chunks for p in chunk]

@@ -33,7 +33,6 @@ from nacl.public import PrivateKey
 from nacl.signing import SigningKey, VerifyKey
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.http11 import Request, Response
 
@@ -70,7 +69,7 @@ from mixnet.keys import (
     sign_link_challenge,
     verify_link_signature,
 )
-from mixnet.onion import LAYER_OVERHEAD, onion_length, peel_many
+from mixnet.onion import onion_length, peel_many
 from mixnet.store import Chunk, NodeStore, Submission
 from mixnet.wire import (
     decode_frame,
@@ -1169,6 +1168,3 @@ class SinkNode(BaseNode):
         self.store.drop_intake(round_id)
         self.batches.pop(round_id, None)
 
-
-# Silence "imported but unused" for names kept for subclasses' type hints.
-_ = (Headers, MAX_NAME_LENGTH, LAYER_OVERHEAD)

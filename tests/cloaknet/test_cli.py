@@ -199,3 +199,13 @@ def test_plan_bbgn_sum_preserving(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and data["bound"] == "bbgn" and data["protocol"] == "cloak"
     assert data["epsilon"] == 0 and data["delta"] <= 1e-6
     assert data["messages_per_user"] < data["alternatives"][0]["messages_per_user"]
+
+
+def test_plan_suggests_what_more_messages_buy(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "plan", "-n", "100000", "-e", "1", "-d", "1e-6", "--bound", "optimized"
+    )
+    assert code == 0
+    tip = next(line for line in out.splitlines() if line.startswith("tip:"))
+    m_tip = int(tip.split("m = ")[1].split(",")[0])
+    assert m_tip > 53  # m-first leaves noise at m = 53; one or two more messages halve it
