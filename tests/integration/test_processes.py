@@ -109,3 +109,77 @@ def test_demo_carries_a_comparison_protocol() -> None:
     assert abs(data["estimate"] - data["true_sum"]) < 8 * data["expected_rmse"]
     ideal = cloaknet("demo", "--mixes", "0", "--protocol", "bbgn")
     assert ideal.returncode == 2 and "cloak only" in ideal.stderr
+
+
+@pytest.mark.slow
+def test_entry_mix_killed_with_sigkill_keeps_every_acknowledged_submission(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL the entry mix mid-round (no clean shutdown), start it again: the submissions it
+    acknowledged come back from sqlite and the round ends with the exact sum."""
+    import asyncio
+    import signal
+    import time
+
+    from cloaknet.chainfile import generate_node_keys, write_chain_file
+    from cloaknet.client import connect
+    from cloaknet.encoding import quantize
+    from cloaknet.netdemo import _free_ports, _healthy, _Processes
+    from cloaknet.planner import plan
+    from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+
+    users = 12
+    chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
+    names = ["mix1", "mix2"]
+    keys = generate_node_keys(tmp_path, names)
+    ports = _free_ports(3)
+    config = ChainConfig(
+        chain_id="kill",
+        mixes=tuple(NodeInfo(n, f"ws://127.0.0.1:{p}", keys[n])
+                    for n, p in zip(names, ports, strict=False)),
+        analyzer=NodeInfo("analyzer", f"ws://127.0.0.1:{ports[-1]}", None),
+        policy=RoundPolicy(min_users=users, max_users=users, deadline_seconds=600.0),
+        sections={},
+    )
+    chain_path = tmp_path / "chain.toml"
+    write_chain_file(chain_path, config, chosen.params, chosen)
+    procs = _Processes(tmp_path)
+    base = ["--chain", str(chain_path)]
+
+    def start(name: str) -> None:
+        extra = [] if name == "analyzer" else ["--key", str(tmp_path / f"{name}.key")]
+        procs.start(name, [*base, "--name", name, *extra])
+
+    def wait_healthy() -> None:
+        limit = time.monotonic() + 30
+        while not all(_healthy(p) for p in ports):
+            procs.check_alive()
+            assert time.monotonic() < limit, "nodes did not come up"
+            time.sleep(0.05)
+
+    values = [i / (users + 1) for i in range(users)]
+
+    async def run() -> dict[str, object]:
+        async with connect(chain_path, connections=2) as net:
+            early = await asyncio.gather(*(net.submit(v) for v in values[: users // 2]))
+            entry = procs.procs["mix1"]
+            entry.send_signal(signal.SIGKILL)
+            entry.wait(timeout=10)
+            start("mix1")
+            await asyncio.to_thread(wait_healthy)
+            late = await asyncio.gather(*(net.submit(v) for v in values[users // 2 :]))
+            assert {r.round for r in early + late} == {early[0].round}
+            result = await net.result(early[0].round, timeout=120)
+            return result.raw
+
+    try:
+        for name in ("analyzer", "mix2", "mix1"):
+            start(name)
+        wait_healthy()
+        raw = asyncio.run(run())
+    finally:
+        procs.stop_all()
+    k = chosen.params.precision
+    assert raw["users"] == users
+    assert Fraction(str(raw["estimate_exact"])) == Fraction(
+        sum(quantize(v, k) for v in values), k)
