@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import http
 import json
 import logging
@@ -278,6 +279,7 @@ class BaseNode:
             "challenge": self._on_challenge,
             "authenticate": self._on_authenticate,
         }
+        self._recovered: list[tuple[Callable[[], Coroutine[Any, Any, None]], int]] = []
         self._challenges: dict[ServerConnection, bytes] = {}
         self._peers: dict[ServerConnection, str] = {}
         self.batches: dict[int, BatchIntake] = {}
@@ -312,6 +314,9 @@ class BaseNode:
         )
         sock = next(iter(self.server.sockets))
         self.port = int(sock.getsockname()[1])
+        for make, round_id in self._recovered:
+            self.spawn(make(), f"recovered round {round_id}")
+        self._recovered.clear()
         self.after_start()
         log.info("%s listening on %s:%s", self.settings.name, host, self.port)
         return self.port
@@ -320,7 +325,26 @@ class BaseNode:
         """Hook: start background tasks."""
 
     def recover(self) -> None:
-        """Hook: rebuild in-memory state from the store."""
+        """Hook: rebuild in-memory state from the store; queue unfinished work with
+        :meth:`resume`."""
+
+    def resume(self, make: Callable[[], Coroutine[Any, Any, None]], round_id: int) -> None:
+        """Queue work found by :meth:`recover`; it starts once the node serves."""
+        self._recovered.append((make, round_id))
+
+    def restore_batch(self, round_id: int) -> BatchIntake:
+        """Rebuild a round's :class:`BatchIntake` from the chunks in the store."""
+        intake = self.open_batch(round_id)
+        for chunk in self.store.chunks(round_id):
+            intake.record(
+                chunk.index,
+                chunk.chunks,
+                chunk.clients,
+                chunk.count,
+                len(chunk.payloads) + chunk.dropped,
+                chunk.dropped,
+            )
+        return intake
 
     def spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         """Run ``coro`` in the background; a failure is logged, never lost silently."""
@@ -671,18 +695,8 @@ class MixNode(BaseNode):
             if record.secret_key is not None and not self.keyring.is_open(r):
                 self.keyring.adopt(r, PrivateKey(record.secret_key))
             if record.status in ("open", "opening") and self.settings.hop > 0:
-                batch = self.open_batch(r)
-                for chunk in self.store.chunks(r):
-                    batch.record(
-                        chunk.index,
-                        chunk.chunks,
-                        chunk.clients,
-                        chunk.count,
-                        len(chunk.payloads) + chunk.dropped,
-                        chunk.dropped,
-                    )
-                if batch.complete:
-                    self._resume(self.batch_complete(r), r)
+                if self.restore_batch(r).complete:
+                    self.resume(functools.partial(self.batch_complete, r), r)
             elif record.status == "open" and self.settings.hop == 0:
                 raw = self.store.get_meta(f"announcements:{r}")
                 if raw is None or record.deadline is None:
@@ -699,19 +713,13 @@ class MixNode(BaseNode):
                     intake.restore(sub.client, sub.digest)
                 self.entry[r] = intake
             elif record.status == "closed":
-                self._resume(self._finish_intake(r), r)
+                self.resume(functools.partial(self._finish_intake, r), r)
             elif record.status == "mixed":
-                self._resume(self._forward(r), r)
+                self.resume(functools.partial(self._forward, r), r)
             if record.status not in ("open", "opening", "closed") and self.keyring.is_open(r):
                 self._erase_key(r)
 
-    def _resume(self, coro: Coroutine[Any, Any, None], round_id: int) -> None:
-        self._deferred = [*getattr(self, "_deferred", []), (coro, round_id)]
-
     def after_start(self) -> None:
-        for coro, r in getattr(self, "_deferred", []):
-            self.spawn(coro, f"recovered round {r}")
-        self._deferred = []
         if self.settings.hop == 0:
             self.spawn(self._run_rounds(), "rounds")
 
@@ -1111,24 +1119,8 @@ class SinkNode(BaseNode):
     def recover(self) -> None:
         for record in self.store.rounds():
             r = record.round_id
-            if record.status == "open":
-                intake = self.open_batch(r)
-                for chunk in self.store.chunks(r):
-                    intake.record(
-                        chunk.index,
-                        chunk.chunks,
-                        chunk.clients,
-                        chunk.count,
-                        len(chunk.payloads),
-                        chunk.dropped,
-                    )
-                if intake.complete:
-                    self._deferred = [*getattr(self, "_deferred", []), r]
-
-    def after_start(self) -> None:
-        for r in getattr(self, "_deferred", []):
-            self.spawn(self.batch_complete(r), f"recovered round {r}")
-        self._deferred = []
+            if record.status == "open" and self.restore_batch(r).complete:
+                self.resume(functools.partial(self.batch_complete, r), r)
 
     async def _on_open_round(
         self, conn: ServerConnection, frame: dict[str, object]
@@ -1167,4 +1159,3 @@ class SinkNode(BaseNode):
         self.store.update_round(round_id, status="done", clients=clients)
         self.store.drop_intake(round_id)
         self.batches.pop(round_id, None)
-
