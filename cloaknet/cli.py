@@ -115,6 +115,25 @@ def _add_privacy_args(p: argparse.ArgumentParser, *, users_default: int | None) 
     )
 
 
+def _add_experiment_args(p: argparse.ArgumentParser, *, quick: str, trials: str) -> None:
+    """The options every experiment takes: --out, --quick, --trials, --jobs, --seed."""
+    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--quick", action="store_true", help=quick)
+    p.add_argument("--trials", type=_positive_int, default=None, help=trials)
+    p.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=None,
+        help="worker processes (default: the number of CPUs)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="replayable simulation randomness (default: the OS CSPRNG)",
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cloaknet",
@@ -276,29 +295,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "over m (1..20), the colluder fraction (up to and beyond 0.9 n) and colluder "
         "behaviours, plus views captured from a real networked chain.",
     )
-    p_coll.add_argument("--out", type=Path, required=True, help="output directory")
-    p_coll.add_argument(
-        "--quick",
-        action="store_true",
-        help="small grid and few trials: under two minutes on 2 cores",
-    )
-    p_coll.add_argument(
-        "--trials",
-        type=_positive_int,
-        default=None,
-        help="rounds per grid point (default 400, or 60 with --quick)",
-    )
-    p_coll.add_argument(
-        "--jobs",
-        type=_positive_int,
-        default=None,
-        help="worker processes (default: the number of CPUs)",
-    )
-    p_coll.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="replayable simulation randomness (default: the OS CSPRNG)",
+    _add_experiment_args(
+        p_coll,
+        quick="small grid and few trials: under two minutes on 2 cores",
+        trials="rounds per grid point (default 400, or 200 with --quick)",
     )
 
     p_cmp = exp_sub.add_parser(
@@ -310,11 +310,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "user, predicted and measured RMSE with a confidence interval. Writes "
         "compare.csv, PNG plots and report.md with the reproduced Figure 1 table.",
     )
-    p_cmp.add_argument("--out", type=Path, required=True, help="output directory")
-    p_cmp.add_argument(
-        "--quick",
-        action="store_true",
-        help="users 100,1000,10000 at epsilon 1 with 10 trials (seconds)",
+    _add_experiment_args(
+        p_cmp,
+        quick="users 100,1000,10000 at epsilon 1 with 10 trials (seconds)",
+        trials="rounds per cell (default 50, or 10 with --quick)",
     )
     p_cmp.add_argument(
         "--users",
@@ -329,24 +328,6 @@ def _build_parser() -> argparse.ArgumentParser:
         help="comma-separated epsilons (default 0.5,1,2)",
     )
     p_cmp.add_argument("--delta", type=_probability, default=None, help="delta (default 1e-6)")
-    p_cmp.add_argument(
-        "--trials",
-        type=_positive_int,
-        default=None,
-        help="rounds per cell (default 50, or 10 with --quick)",
-    )
-    p_cmp.add_argument(
-        "--jobs",
-        type=_positive_int,
-        default=None,
-        help="worker processes (default: the number of CPUs)",
-    )
-    p_cmp.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="replayable simulation randomness (default: the OS CSPRNG)",
-    )
     p_cmp.add_argument("--json", action="store_true", help="print the table rows as JSON")
 
     p_keygen = sub.add_parser(
