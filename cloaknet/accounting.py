@@ -1,27 +1,16 @@
-"""Privacy accountant: one function per bound of Ghazi, Pagh and Velingker (2019).
+"""Privacy accountant: one function per bound of Ghazi, Pagh and Velingker (arXiv 1906.08320),
+plus the Balle–Bell–Gascón–Nissim message bound (arXiv 1909.11225) used by the planner and
+by :mod:`cloaknet.protocols.bbgn`.
 
-Lemma and theorem numbers follow the compiled full version of the paper in
-``shared/paper/invisibility-cloak-2019.tex`` (``\\FULL`` is defined there, so the appendix
-lemmas are numbered in line). Each docstring also names the lemma's LaTeX label, which never
-changes. For reference:
+Lemma numbers follow the full version of arXiv 1906.08320; each docstring also names the
+lemma's LaTeX label. ``docs/accounting.md`` lists the lemmas and explains how the planner
+uses them.
 
-=========  ===========================================  ======================================
-number     what it bounds                               LaTeX label
-=========  ===========================================  ======================================
-Lemma 1    γ-smoothness / distinctness failure η         lemma:gamma_smooth
-Lemma 3    pointwise ratio of one γ-smooth view          lemma:pair_pointwise_DP
-Lemma 5    one sum-preserving swap                      lemma:sumpreservingswap_dp
-Lemma 6    a series of t sum-preserving swaps           lemma:sum_swap_series
-Lemma 8    mean and variance of D_{N,p}                 lemma:distribution_mean_variance
-Lemma 11   single-user changes with pre-randomizer      lemma:subset_DP_single_user_changes
-Lemma 12   colluders, sum-preserving changes            lemma:resilient_privacy_sum_preserving
-Lemma 13   colluders, single-user changes               lemma:resilient_privacy_single_user
-=========  ===========================================  ======================================
-
-All quantities that contain ``2^(2m)``, ``N^2`` or ``β^(n-1)`` are evaluated in log space, so
-the functions work for m in the thousands, N far above 2^64 and n in the millions. Every
-function checks its preconditions and raises :class:`~cloaknet.errors.ParameterError` naming
-the offending parameter.
+Contract: every function checks its preconditions and raises
+:class:`~cloaknet.errors.ParameterError` naming the offending parameter. Quantities that
+contain ``2^(2m)``, ``N^2`` or ``β^(n-1)`` are evaluated in log space, so the functions work
+for m in the thousands, N far above 2^64 and n in the millions. Errors are in units of the
+input (each x_i in [0, 1]).
 """
 
 from __future__ import annotations
@@ -35,6 +24,8 @@ from cloaknet.validation import check_int
 __all__ = [
     "MAX_COLLUDER_FRACTION",
     "PrivacyBound",
+    "bbgn_achieved_sigma",
+    "bbgn_messages",
     "expected_rmse",
     "log_smoothness_failure",
     "noise_std",
@@ -51,6 +42,7 @@ __all__ = [
 MAX_COLLUDER_FRACTION = 0.9
 
 _LN2 = math.log(2.0)
+_LOG2_E = math.log2(math.e)
 
 
 @dataclass(frozen=True)
@@ -285,3 +277,37 @@ def expected_rmse(users: int, precision: int, noise_sd: float = 0.0) -> float:
     bias = rounding_error_expected(users, precision)
     rounding_var = users / (12.0 * precision * precision)
     return math.sqrt(bias * bias + rounding_var + noise_sd * noise_sd)
+
+
+# --------------------------------------------------------------------------- BBGN
+
+
+def bbgn_messages(n: int, sigma: float, modulus: int) -> int:
+    """Messages per user for statistical distance 2^−σ over Z_q among n honest users:
+    max(3, ⌈(2σ + log2 q)/(log2 n − log2 e) + 1⌉) (Balle, Bell, Gascón, Nissim,
+    arXiv 1909.11225; ``docs/protocols.md`` says what was and was not verified).
+
+    :raises ParameterError: n < 3 (log2 n must exceed log2 e), σ not a finite number >= 0,
+        or q < 2.
+    """
+    users = check_int("n", n, 3)
+    q = check_int("modulus", modulus, 2)
+    if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not (
+        math.isfinite(sigma) and sigma >= 0
+    ):
+        raise ParameterError(f"sigma must be a finite number >= 0, got {sigma!r}")
+    bound = (2.0 * float(sigma) + math.log2(q)) / (math.log2(users) - _LOG2_E) + 1.0
+    return max(3, math.ceil(bound))
+
+
+def bbgn_achieved_sigma(messages: int, honest: int, modulus: int) -> float:
+    """The σ that ``messages`` achieve in the bound of :func:`bbgn_messages` (its formula
+    solved for σ): views of inputs with equal sums mod q are within statistical distance
+    2^−σ. May be negative (no guarantee) for too few messages.
+
+    :raises ParameterError: messages < 1, honest < 3 or modulus < 2.
+    """
+    m = check_int("messages", messages, 1)
+    h = check_int("honest", honest, 3)
+    q = check_int("modulus", modulus, 2)
+    return ((m - 1) * (math.log2(h) - _LOG2_E) - math.log2(q)) / 2

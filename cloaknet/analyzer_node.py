@@ -1,9 +1,9 @@
-"""The analyzer node: the end of the chain, where the shuffled shares are summed.
+"""The analyzer node: the end of the chain, where the shuffled messages are analyzed.
 
-It receives the last mix's batch, checks that it holds n·m shares for the round's n accepted
-clients (a mismatch makes the round's result an error, never a wrong sum), decodes the
-fixed-width shares, runs Algorithm 2 and stores and publishes the result:
-``GET /rounds/<id>`` (JSON) and the websocket frame ``subscribe {round}`` → ``result {...}``.
+It receives the last mix's batch, runs :func:`cloaknet.analysis.analyze_round` with the
+chain's protocol (the count is checked against n·m there: a mismatch makes the round's result
+an error, never a wrong sum), and stores and publishes the result: ``GET /rounds/<id>`` (JSON)
+and the websocket frame ``subscribe {round}`` → ``result {...}``.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from websockets.asyncio.server import ServerConnection
 
-from cloaknet.encoding import analyze_sum, decode_share
+from cloaknet.analysis import analyze_round
+from cloaknet.encoding import decode_share
 from cloaknet.errors import CloakError
-from cloaknet.params import CloakParams
 from cloaknet.protocols import SummationProtocol
 from mixnet.errors import UnknownRound
 from mixnet.frames import ROUND_ID_MAX
@@ -28,92 +27,34 @@ from mixnet.server import NodeSettings, SinkNode
 from mixnet.store import NodeStore
 from mixnet.wire import get_int
 
-__all__ = ["AnalyzerNode", "analyze_batch"]
+__all__ = ["AnalyzerNode"]
 
 #: How long one ``subscribe`` waits before answering ``pending`` (the client asks again).
 SUBSCRIBE_WAIT = 60.0
 
 
-def analyze_protocol_batch(
-    round_id: int, clients: int, count: int, payloads: list[bytes], protocol: SummationProtocol
-) -> dict[str, Any]:
-    """A comparison protocol's analyzer over a round's batch (chains with
-    ``[protocol].name``); same result shape and count check as :func:`analyze_batch`."""
-    base: dict[str, Any] = {
-        "round": round_id,
-        "users": clients,
-        "messages": len(payloads),
-        "protocol": protocol.name,
-    }
-    per_user = int(protocol.messages_per_user)
-    expected = clients * per_user
-    if count != len(payloads) or len(payloads) != expected:
-        return {
-            **base,
-            "status": "error",
-            "error": f"expected n·m = {clients}·{per_user} = {expected} messages, "
-            f"got {len(payloads)} (batch count {count})",
-        }
-    try:
-        values = [decode_share(p, protocol.message_modulus) for p in payloads]
-        dtype = np.uint64 if protocol.message_modulus < 1 << 63 else object
-        estimate = protocol.analyze(np.array(values, dtype=dtype), clients)
-    except CloakError as exc:
-        return {**base, "status": "error", "error": str(exc)}
-    return {**base, "status": "ok", "estimate": float(estimate)}
-
-
-def analyze_batch(
-    round_id: int, clients: int, count: int, payloads: list[bytes], params: CloakParams
-) -> dict[str, Any]:
-    """Algorithm 2 over a round's batch; returns the JSON result (``status`` "ok" or "error").
-
-    Pure: the same inputs always give the same result.
-    """
-    base: dict[str, Any] = {"round": round_id, "users": clients, "messages": len(payloads)}
-    expected = clients * params.messages
-    if count != len(payloads) or len(payloads) != expected:
-        return {
-            **base,
-            "status": "error",
-            "error": f"expected n·m = {clients}·{params.messages} = {expected} shares, "
-            f"got {len(payloads)} (batch count {count})",
-        }
-    try:
-        total = 0
-        for payload in payloads:
-            total += decode_share(payload, params.modulus)
-        result = analyze_sum(total % params.modulus, clients, params)
-    except CloakError as exc:
-        return {**base, "status": "error", "error": str(exc)}
-    return {
-        **base,
-        "status": "ok",
-        "estimate": result.estimate,
-        "estimate_exact": f"{result.estimate_exact.numerator}/{result.estimate_exact.denominator}",
-        "raw_sum": str(result.raw_sum),
-        "clamped": result.clamped,
-        "precision": params.precision,
-    }
-
-
 class AnalyzerNode(SinkNode):
-    """:class:`~mixnet.server.SinkNode` that runs the cloak's analyzer."""
+    """:class:`~mixnet.server.SinkNode` that runs ``protocol``'s analyzer on every batch.
+
+    ``dump_dir`` (experiments only) makes it write each round's input to
+    ``<dump_dir>/round-<id>.json``. ``TypeError`` if ``protocol`` is not a
+    :class:`~cloaknet.protocols.base.SummationProtocol`.
+    """
 
     def __init__(
         self,
         settings: NodeSettings,
         store: NodeStore,
-        params: CloakParams | None,
+        protocol: SummationProtocol,
         *,
         clock: Callable[[], float] = time.time,
         dump_dir: Path | None = None,
-        protocol: SummationProtocol | None = None,
     ) -> None:
+        if not isinstance(protocol, SummationProtocol):
+            raise TypeError(
+                f"protocol must be a SummationProtocol, not {type(protocol).__name__}"
+            )
         super().__init__(settings, store, clock=clock)
-        if (params is None) == (protocol is None):
-            raise TypeError("an analyzer node runs either the cloak (params) or a protocol")
-        self.params = params
         self.protocol = protocol
         self.dump_dir = dump_dir
         self._waiters: dict[int, asyncio.Event] = {}
@@ -130,15 +71,9 @@ class AnalyzerNode(SinkNode):
         self, round_id: int, clients: int, count: int, payloads: list[bytes]
     ) -> None:
         started = self.clock()
-        if self.protocol is not None:
-            result = await asyncio.to_thread(
-                analyze_protocol_batch, round_id, clients, count, payloads, self.protocol
-            )
-        else:
-            assert self.params is not None
-            result = await asyncio.to_thread(
-                analyze_batch, round_id, clients, count, payloads, self.params
-            )
+        result = await asyncio.to_thread(
+            analyze_round, self.protocol, round_id, clients, count, payloads
+        )
         if self.dump_dir is not None:
             await asyncio.to_thread(self._dump, round_id, clients, payloads)
         result["completed_at"] = self.clock()
@@ -149,14 +84,11 @@ class AnalyzerNode(SinkNode):
         self._publish(round_id, result)
 
     def _dump(self, round_id: int, clients: int, payloads: list[bytes]) -> None:
-        """Write the round's analyzer input — the shuffled shares — for experiments
-        (``--dump-dir``; off by default, since it keeps data a deployment should not)."""
+        """Write the round's analyzer input — the shuffled messages — for experiments
+        (``--dump-dir``; off by default, since it keeps data a deployment should not).
+        A payload that does not decode is written as -1."""
         assert self.dump_dir is not None
-        if self.params is not None:
-            modulus = self.params.modulus
-        else:
-            assert self.protocol is not None
-            modulus = self.protocol.message_modulus
+        modulus = self.protocol.message_modulus
         shares = []
         for payload in payloads:
             try:
@@ -166,11 +98,14 @@ class AnalyzerNode(SinkNode):
         record: dict[str, Any] = {
             "round": round_id,
             "users": clients,
+            "protocol": self.protocol.name,
             "modulus": modulus,
+            "messages": self.protocol.message_count,
             "shares": shares,
         }
-        if self.params is not None:
-            record.update(messages=self.params.messages, precision=self.params.precision)
+        precision = self.protocol.parameters().get("precision")
+        if precision is not None:
+            record["precision"] = precision
         self.dump_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.dump_dir / f".round-{round_id}.json.tmp"
         tmp.write_text(json.dumps(record))

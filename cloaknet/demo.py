@@ -1,6 +1,9 @@
-"""``cloaknet demo``: plan parameters, run the in-process pipeline, print what happened.
+"""``cloaknet demo --mixes 0``: the cloak with an ideal shuffler, in this one process.
 
-Until the networked mixnet lands this uses the ideal shuffler of :mod:`cloaknet.pipeline`.
+Plans the cloak's parameters, runs :func:`cloaknet.pipeline.run_pipeline` (encode → uniform
+shuffle → analyze, no network) and prints what happened. Plain ``cloaknet demo`` (``--mixes``
+>= 1, the default) runs the networked chain of separate processes instead:
+:mod:`cloaknet.netdemo`.
 """
 
 from __future__ import annotations

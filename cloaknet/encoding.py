@@ -7,7 +7,7 @@ which implements the same maps on numpy arrays.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -21,6 +21,7 @@ __all__ = [
     "AnalyzerResult",
     "analyze",
     "analyze_sum",
+    "check_input",
     "decode_share",
     "encode",
     "encode_share",
@@ -29,12 +30,14 @@ __all__ = [
 ]
 
 
-def quantize(x: float, precision: int, *, clip: bool = False) -> int:
-    """x̄ = floor(x·k), exactly (the real product, not the rounded float product).
+def check_input(x: float, *, clip: bool = False) -> float | Fraction:
+    """One user's input, validated: ``x`` itself if it is a real number in [0, 1].
 
-    :param x: the input, a finite number in [0, 1]; with ``clip=True`` values outside are
-        clipped into [0, 1] (NaN is always rejected).
-    :raises InputRangeError: for NaN, ±inf, or x outside [0, 1] without ``clip``.
+    ``x`` may be an int, a float or a :class:`~fractions.Fraction` (not a bool). With
+    ``clip=True`` values outside [0, 1] (±inf included) are clipped to 0 or 1; NaN is always
+    rejected.
+
+    :raises InputRangeError: for a non-number, NaN, ±inf, or x outside [0, 1] without ``clip``.
     """
     if isinstance(x, bool) or not isinstance(x, (int, float, Fraction)):
         raise InputRangeError(f"input must be a real number, got {type(x).__name__}")
@@ -45,8 +48,18 @@ def quantize(x: float, precision: int, *, clip: bool = False) -> int:
     if not 0 <= x <= 1:
         if not clip:
             raise InputRangeError(f"input must lie in [0, 1], got {x} (pass clip=True to clip)")
-        x = 0 if x < 0 else 1
-    return math.floor(Fraction(x) * precision)
+        return 0 if x < 0 else 1
+    return x
+
+
+def quantize(x: float, precision: int, *, clip: bool = False) -> int:
+    """x̄ = floor(x·k), exactly (the real product, not the rounded float product).
+
+    :param x: the input, a finite number in [0, 1]; with ``clip=True`` values outside are
+        clipped into [0, 1] (NaN is always rejected). See :func:`check_input`.
+    :raises InputRangeError: for NaN, ±inf, or x outside [0, 1] without ``clip``.
+    """
+    return math.floor(Fraction(check_input(x, clip=clip)) * precision)
 
 
 def split(value: int, messages: int, modulus: int, rng: RandomSource = SYSTEM_RANDOM) -> list[int]:
@@ -168,8 +181,3 @@ def decode_share(data: bytes | bytearray | memoryview, modulus: int) -> int:
     if value >= modulus:
         raise ShareError("share is not reduced mod N")
     return value
-
-
-def decode_shares(payloads: Sequence[bytes], modulus: int) -> list[int]:
-    """Decode many fixed-width shares (see :func:`decode_share`)."""
-    return [decode_share(p, modulus) for p in payloads]

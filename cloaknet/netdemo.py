@@ -1,10 +1,11 @@
-"""``cloaknet demo``: the whole system as separate OS processes on 127.0.0.1.
+"""``cloaknet demo`` (``--mixes`` >= 1, the default): the system as separate OS processes.
 
 Plans parameters, writes identity keys and a chain file into a temporary directory, starts
-every mix and the analyzer as ``python -m cloaknet node ...`` processes on ports picked at
-start, waits for ``/healthz``, runs the users as concurrent clients of the websocket client
-library, follows the round through every hop, prints the result, and stops every process it
-started — also on Ctrl-C and on failure.
+every mix and the analyzer as ``python -m cloaknet node ...`` processes on 127.0.0.1 ports
+picked at start, waits for ``/healthz``, runs the users as concurrent clients of the
+websocket client library, follows the round through every hop, prints the result, and stops
+every process it started — also on Ctrl-C and on failure. The chain carries the cloak or a
+comparison protocol (``--protocol``); ``--mixes 0`` runs :mod:`cloaknet.demo` instead.
 """
 
 from __future__ import annotations

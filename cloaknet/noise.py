@@ -1,4 +1,4 @@
-"""Exact integer noise for the invisibility-cloak protocol (Ghazi, Pagh, Velingker 2019).
+"""Exact integer noise for the invisibility cloak (Ghazi, Pagh, Velingker, arXiv 1906.08320).
 
 The single-user pre-randomizer of the protocol adds, with probability ``q``, a sample of the
 *truncated discrete Laplace distribution* :math:`\\mathcal{D}_{N,p}` to the user's
@@ -10,7 +10,7 @@ discretised input. For odd ``N >= 3`` and ``p`` in ``(0, 1)`` it has support
 Here the noise is parameterised by a positive rational *scale* ``t`` with ``p = exp(-1/t)``,
 so that every sampler can be exact: all sampling is done with integer arithmetic on top of
 :func:`cloaknet.randomness.bernoulli_fraction` (an exact ``randbelow`` comparison), following
-Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020),
+Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy" (arXiv 2004.00010),
 Algorithms 1 (Bernoulli(exp(-gamma))) and 2 (discrete Laplace). No floating point is used in
 any sampler; floats appear only in the reporting / accounting helpers
 (:func:`noise_p`, :func:`truncated_laplace_pmf`, :func:`truncated_laplace_variance`).
@@ -118,7 +118,7 @@ def _bernoulli_exp_neg_ratio(num: int, den: int, rng: RandomSource) -> bool:
 def bernoulli_exp_neg(gamma: Fraction | int, rng: RandomSource = SYSTEM_RANDOM) -> bool:
     """Exact Bernoulli(exp(-gamma)) trial for a rational ``gamma >= 0``.
 
-    Implements Canonne-Kamath-Steinke (NeurIPS 2020) Algorithm 1 for the fractional part and
+    Implements Canonne-Kamath-Steinke (arXiv 2004.00010) Algorithm 1 for the fractional part and
     ``floor(gamma)`` independent Bernoulli(exp(-1)) trials (all must succeed) for the integer
     part. Every coin is an exact rational Bernoulli (:func:`bernoulli_fraction`); no floating
     point is involved, so ``P[True]`` is exactly ``exp(-gamma)``. Expected number of random

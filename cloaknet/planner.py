@@ -1,31 +1,20 @@
 """Parameter planner: from (n users, ε, δ, precision) to the cloak's m, N, k, γ, p, q.
 
-Two bounds are offered:
-
-``optimized`` (default)
-    A numeric search over the free choices of the paper's lemmas — γ, N, the noise (p, q) and
-    the split of ε and δ between the lemma's terms — that minimises, in this order, the number
-    of messages per user m, the width of a share on the wire (whole bytes of N), the predicted
-    RMSE, and the bits of N. (Bytes rather than bits: a modulus one bit narrower that travels
-    in the same bytes once cost 3.5× the error at n = 10⁵.) The (ε, δ) it
-    reports are recomputed from the bound functions of :mod:`cloaknet.accounting` with the
-    final (rounded) parameters, and are within the targets.
-
-``theorem``
-    The constant choices stated in the proofs of Theorem 1 (single-user) and Theorem 2
-    (sum-preserving), for comparison. ``log`` in those constants is read as log₂ (as in
-    Corollary 1, where 2^(6⌈log N⌉) >= N^6 needs base 2). The paper's constants are
-    asymptotic; their (ε, δ), recomputed with the same bound functions, need not meet the
-    targets, and :attr:`Plan.meets_target` says so.
-
-Modes: ``single-user`` (Lemma 11, or Lemma 13 with colluders) and ``sum-preserving``
-(Lemma 6 with t = n − 1, as in the proof of Theorem 2; Lemma 12 with colluders).
+:func:`plan` returns a :class:`Plan` for one bound: ``optimized`` (a numeric search over the
+free choices of the lemmas of arXiv 1906.08320, minimising m, then the share's byte width,
+then the predicted RMSE, then N's bits), ``theorem`` (the constants of the proofs of
+Theorems 1 and 2, for comparison; they need not meet the target, see
+:attr:`Plan.meets_target`) or ``bbgn`` (sum-preserving mode only: the Balle–Bell–Gascón–
+Nissim statistical-distance bound for the same encoder). The reported (ε, δ) are always
+recomputed by :mod:`cloaknet.accounting` from the final, rounded parameters. Choosing between
+bounds and protocols (``cloaknet plan --bound auto``) is :func:`cloaknet.plans.select_plan`.
+How the search works: ``docs/accounting.md``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -36,7 +25,7 @@ from cloaknet import accounting
 from cloaknet.errors import InfeasiblePlanError, ParameterError
 from cloaknet.params import MODES, CloakParams, Mode, NoiseParams, share_width
 
-__all__ = ["BOUNDS", "Bound", "Plan", "plan"]
+__all__ = ["BOUNDS", "DEFAULT_MAX_MESSAGES", "Bound", "Plan", "plan"]
 
 Bound = Literal["optimized", "theorem", "bbgn"]
 BOUNDS: tuple[Bound, ...] = ("optimized", "theorem", "bbgn")
@@ -476,36 +465,27 @@ def _plan_theorem(
             params, gamma, users, colluders, epsilon, delta, "theorem", tuple(notes)
         )
     if not plan_.meets_target:
-        object.__setattr__(
+        plan_ = replace(
             plan_,
-            "notes",
-            (*plan_.notes, "the theorem's constants do not meet the target under the lemmas"),
+            notes=(*plan_.notes, "the theorem's constants do not meet the target under the lemmas"),
         )
     return plan_
 
 
-def bbgn_achieved_sigma(messages: int, honest: int, modulus: int) -> float:
-    """The σ that ``messages`` achieve in the Balle–Bell–Gascón–Nissim bound (the message
-    formula of :func:`cloaknet.protocols.bbgn_messages` solved for σ): views of inputs with
-    equal sums mod q are within statistical distance 2^−σ."""
-    return ((messages - 1) * (math.log2(honest) - math.log2(math.e)) - math.log2(modulus)) / 2
-
-
 def _plan_bbgn_sum_preserving(
-    users: int, k: int, n_max: int, colluders: int, delta: float
+    users: int, k: int, n_max: int, colluders: int, epsilon: float, delta: float
 ) -> Plan:
     """Sum-preserving changes with the Balle–Bell–Gascón–Nissim bound: the cloak's encoder
     *is* split-and-mix (Ishai et al.); views of inputs with the same sum are within statistical
     distance 2^−σ, i.e. (0, 2^−σ)-DP under sum-preserving changes, for σ = log2(1/δ) and the
     n − |C| honest users. The modulus is the cloak's (odd, > 3·max_users·k)."""
-    from cloaknet.protocols import bbgn_messages
-
     honest = users - colluders
     if honest < 3:
         raise ParameterError(f"the BBGN bound needs at least 3 honest users, got {honest}")
     modulus = _first_odd_above(3 * n_max * k)
-    messages = max(4, bbgn_messages(honest, -math.log2(delta * (1 - _MARGIN)), modulus))
-    sigma = bbgn_achieved_sigma(messages, honest, modulus)
+    sigma_target = -math.log2(delta * (1 - _MARGIN))
+    messages = max(4, accounting.bbgn_messages(honest, sigma_target, modulus))
+    sigma = accounting.bbgn_achieved_sigma(messages, honest, modulus)
     params = CloakParams(modulus, k, messages, n_max, "sum-preserving", None)
     achieved = 2.0**-sigma
     guarantee = accounting.PrivacyBound(
@@ -514,7 +494,8 @@ def _plan_bbgn_sum_preserving(
     )
     return Plan(
         mode="sum-preserving", bound="bbgn", users=users, colluders=colluders,
-        target_epsilon=0.0, target_delta=delta, params=params, gamma=0.0, guarantee=guarantee,
+        target_epsilon=float(epsilon), target_delta=delta, params=params, gamma=0.0,
+        guarantee=guarantee,
         expected_rmse=accounting.expected_rmse(users, k),
         rounding_error_worst=accounting.rounding_error_worst(users, k), noise_std=0.0,
         notes=("statistical-distance bound of Balle, Bell, Gascón and Nissim (its statement "
@@ -568,9 +549,7 @@ def plan(
                 "single-user changes with the BBGN bound use Pólya noise, not the cloak's "
                 "pre-randomizer: see cloaknet.protocols.bbgn_plan (cloaknet plan --bound bbgn)"
             )
-        result = _plan_bbgn_sum_preserving(users, k, n_max, colluders, delta)
-        object.__setattr__(result, "target_epsilon", float(epsilon))
-        return result
+        return _plan_bbgn_sum_preserving(users, k, n_max, colluders, epsilon, delta)
     if mode_ == "sum-preserving":
         return _plan_sum_preserving(users, k, n_max, colluders, epsilon, delta, max_messages)
     return _plan_single_user(

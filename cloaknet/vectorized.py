@@ -1,10 +1,10 @@
 """Vectorized invisibility-cloak encoding for many users at once.
 
 This is the bulk path used by simulations, experiments and the benchmark. It implements the
-encoder of Ghazi, Pagh and Velingker (2019), Algorithm 1, for a whole population: user ``i``
-with quantized value ``v_i`` sends ``m`` shares, the first ``m - 1`` uniform in ``{0..N-1}``
-and the last one chosen so that the row sums to ``v_i`` modulo ``N``. The analyzer sums all
-shares modulo ``N`` (:func:`sum_mod`).
+encoder of Ghazi, Pagh and Velingker (arXiv 1906.08320), Algorithm 1, for a whole population:
+user ``i`` with quantized value ``v_i`` sends ``m`` shares, the first ``m - 1`` uniform in
+``{0..N-1}`` and the last one chosen so that the row sums to ``v_i`` modulo ``N``. The
+analyzer sums all shares modulo ``N`` (:func:`sum_mod`).
 
 Two representations are used, chosen by the modulus alone:
 

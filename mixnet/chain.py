@@ -28,28 +28,44 @@ untouched in :attr:`ChainConfig.sections`. Secret keys never appear in a chain f
 Field paths in error messages use the TOML names with 0-based array indices, so the first
 mix is ``mix[0]`` (the hop index of :meth:`ChainConfig.hop_of`).
 
+The ``[round]`` table parses into the mixnet's one policy type,
+:class:`mixnet.core.policy.RoundPolicy` (re-exported here). Chain files are written with
+:mod:`tomli_w` (:func:`render_chain_config`, :func:`write_chain_config`).
+
 This module is generic: it knows nothing about the application's payloads.
 """
 
 from __future__ import annotations
 
 import copy
-import datetime
-import ipaddress
-import math
 import os
-import re
 import secrets
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, SupportsIndex, cast
+from typing import Any, SupportsIndex, cast
 from urllib.parse import urlsplit
 
 from nacl.signing import VerifyKey
 
+from mixnet.chain_fields import (
+    NAME_PATTERN,
+    name_problem,
+    policy_type_problem,
+    show,
+    type_name,
+    url_problem,
+)
+from mixnet.chain_toml import dumps, key_text
+from mixnet.core.policy import (
+    DEFAULT_CHUNK_SIZE,
+    MAX_CHUNK_SIZE,
+    BelowMin,
+    PolicyError,
+    RoundPolicy,
+)
 from mixnet.errors import KeyFileError, MixnetError, clean_reason
 from mixnet.keys import parse_public_key, public_key_text
 
@@ -63,37 +79,25 @@ __all__ = [
     "ChainConfig",
     "ChainConfigError",
     "NodeInfo",
+    "PolicyError",
     "RoundPolicy",
     "host_port",
     "load_chain_config",
     "name_problem",
     "parse_chain_config",
     "render_chain_config",
+    "render_table",
     "write_chain_config",
 ]
 
-BelowMin = Literal["wait", "abort"]
-_BELOW_MIN: tuple[BelowMin, ...] = ("wait", "abort")
-
-#: Payloads per batch frame between nodes, unless the chain file says otherwise.
-DEFAULT_CHUNK_SIZE = 4096
-#: Largest allowed ``[round].chunk_size``.
-MAX_CHUNK_SIZE = 65536
 #: Largest chain file read, in bytes.
 MAX_CHAIN_FILE_SIZE = 1 << 20
-#: Chain ids and node names: 1 to 64 characters from ``[A-Za-z0-9._-]``.
-NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 #: Top-level tables this module interprets; every other table goes to ``sections``.
 RESERVED_SECTIONS: frozenset[str] = frozenset({"chain", "mix", "analyzer", "round"})
 
 _CHAIN_KEYS = ("id",)
 _NODE_KEYS = ("name", "url", "identity")
 _ROUND_KEYS = ("min_users", "max_users", "deadline_seconds", "below_min", "chunk_size")
-_URL_EXPECTED = "expected ws:// or wss:// URL with host and port"
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_HOST_NAME = re.compile(r"[A-Za-z0-9_.-]+")
-_SHOWN_VALUE_LENGTH = 60
-_INT64_MAX = (1 << 63) - 1
 
 
 # --------------------------------------------------------------------------- the error
@@ -128,113 +132,17 @@ class ChainConfigError(MixnetError, ValueError):
         return (_rebuild_error, (self.problem, self.source, self.field))
 
 
-def _show(value: object) -> str:
-    """``repr(value)``, shortened so that a hostile value cannot flood a message."""
-    text = repr(value)
-    if len(text) > _SHOWN_VALUE_LENGTH:
-        text = text[: _SHOWN_VALUE_LENGTH - 3] + "..."
-    return text
-
-
-def _type_name(value: object) -> str:
-    """The TOML name of the type of ``value`` (as :mod:`tomllib` produces it)."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict):
-        return "table"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, (datetime.date, datetime.time)):
-        return "date/time"
-    return type(value).__name__
-
-
-def _key_text(key: str) -> str:
-    """``key`` as written in TOML: bare when possible, else a quoted basic string."""
-    return key if _BARE_KEY.fullmatch(key) else _string(key)
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def name_problem(value: object) -> str | None:
-    """Why ``value`` is not a valid chain id or node name, or ``None`` if it is valid.
-
-    Valid: a str of 1 to 64 characters from ``[A-Za-z0-9._-]`` (safe as a file name stem).
-    """
-    if not isinstance(value, str):
-        return f"expected a string, got {_type_name(value)}"
-    if not NAME_PATTERN.fullmatch(value):
-        return f"expected 1 to 64 characters from [A-Za-z0-9._-], got {_show(value)}"
-    return None
-
-
-def _url_problem(value: object) -> str | None:
-    """Why ``value`` is not an acceptable node URL, or ``None`` if it is.
-
-    Acceptable: ``ws://`` or ``wss://``, a host name or IP address (IPv6 in brackets), an
-    explicit port in 1..65535, and at most a ``/`` path; no user info, query or fragment.
-    """
-    if not isinstance(value, str):
-        return f"expected a string, got {_type_name(value)}"
-    bad = f"{_URL_EXPECTED}, got {_show(value)}"
-    if not value.isascii() or not value.isprintable() or any(ch.isspace() for ch in value):
-        return bad
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError:
-        return bad
-    host = parts.hostname
-    if parts.scheme not in ("ws", "wss") or not host or port is None:
-        return bad
-    if not 1 <= port <= 65535:
-        return f"port must be in 1..65535, got {_show(value)}"
-    if parts.netloc.startswith("["):
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            return bad
-    elif not _HOST_NAME.fullmatch(host):
-        return bad
-    if "@" in parts.netloc or parts.path not in ("", "/") or parts.query or parts.fragment:
-        return (
-            "expected only scheme, host and port (no user, path, query or fragment), "
-            f"got {_show(value)}"
-        )
-    if "?" in value or "#" in value:
-        return f"expected only scheme, host and port, got {_show(value)}"
-    return None
-
-
 def host_port(url: str) -> tuple[str, int]:
     """Return ``(host, port)`` of a node URL (an IPv6 host without its brackets).
 
     The host is lower-cased, as :func:`urllib.parse.urlsplit` gives it. Raises
     :class:`ChainConfigError` (field ``url``) if ``url`` is not a valid node URL.
     """
-    problem = _url_problem(url)
+    problem = url_problem(url)
     if problem is not None:
         raise ChainConfigError(problem, field="url")
     parts = urlsplit(url)
     return cast(str, parts.hostname), cast(int, parts.port)
-
-
-def _check_int(value: object, name: str, minimum: int, maximum: int | None = None) -> int:
-    """Return ``value`` if it is an int (not a bool) in range; else :class:`ChainConfigError`."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ChainConfigError(f"expected an integer, got {_type_name(value)}", field=name)
-    if value < minimum:
-        raise ChainConfigError(f"must be >= {minimum}, got {value}", field=name)
-    if maximum is not None and value > maximum:
-        raise ChainConfigError(f"must be <= {maximum}, got {value}", field=name)
-    return value
 
 
 # --------------------------------------------------------------------------- data classes
@@ -258,7 +166,7 @@ class NodeInfo:
         problem = name_problem(self.name)
         if problem is not None:
             raise ChainConfigError(problem, field="name")
-        problem = _url_problem(self.url)
+        problem = url_problem(self.url)
         if problem is not None:
             raise ChainConfigError(problem, field="url")
         if self.identity is not None and not isinstance(self.identity, VerifyKey):
@@ -273,52 +181,6 @@ class NodeInfo:
         return host_port(self.url)
 
 
-@dataclass(frozen=True)
-class RoundPolicy:
-    """When a round closes, and how batches are cut.
-
-    * ``min_users`` (>= 1): a round never closes with fewer accepted users.
-    * ``max_users`` (>= ``min_users``): a round closes as soon as it has this many.
-    * ``deadline_seconds`` (finite, > 0): how long a round stays open; an int is accepted
-      and stored as a float.
-    * ``below_min``: at the deadline with fewer than ``min_users``, ``"wait"`` (close as
-      soon as ``min_users`` is reached) or ``"abort"`` (clients resubmit next round).
-    * ``chunk_size`` (1..:data:`MAX_CHUNK_SIZE`): payloads per batch frame between nodes.
-
-    Construction validates and raises :class:`ChainConfigError` naming the field.
-    """
-
-    min_users: int
-    max_users: int
-    deadline_seconds: float
-    below_min: BelowMin = "wait"
-    chunk_size: int = DEFAULT_CHUNK_SIZE
-
-    def __post_init__(self) -> None:
-        _check_int(self.min_users, "min_users", 1)
-        _check_int(self.max_users, "max_users", 1)
-        if self.max_users < self.min_users:
-            raise ChainConfigError(
-                f"must be >= min_users ({self.min_users}), got {self.max_users}",
-                field="max_users",
-            )
-        deadline = self.deadline_seconds
-        if isinstance(deadline, bool) or not isinstance(deadline, (int, float)):
-            raise ChainConfigError(
-                f"expected a number, got {_type_name(deadline)}", field="deadline_seconds"
-            )
-        if not math.isfinite(deadline) or deadline <= 0:
-            raise ChainConfigError(
-                f"must be a finite number > 0, got {deadline!r}", field="deadline_seconds"
-            )
-        object.__setattr__(self, "deadline_seconds", float(deadline))
-        if self.below_min not in _BELOW_MIN:
-            raise ChainConfigError(
-                f'expected "wait" or "abort", got {_show(self.below_min)}', field="below_min"
-            )
-        _check_int(self.chunk_size, "chunk_size", 1, MAX_CHUNK_SIZE)
-
-
 def _frozen_sections(sections: object) -> Mapping[str, Any]:
     """Validate ``sections`` and return a read-only deep copy of it."""
     if not isinstance(sections, Mapping):
@@ -328,11 +190,11 @@ def _frozen_sections(sections: object) -> Mapping[str, Any]:
     copied: dict[str, Any] = {}
     for key, value in sections.items():
         if not isinstance(key, str):
-            raise ChainConfigError(f"section names must be strings, got {_show(key)}")
+            raise ChainConfigError(f"section names must be strings, got {show(key)}")
         if key in RESERVED_SECTIONS:
             raise ChainConfigError("is not an extra section but part of the chain", field=key)
         if not isinstance(value, Mapping):
-            raise ChainConfigError(f"expected a table, got {_type_name(value)}", field=key)
+            raise ChainConfigError(f"expected a table, got {type_name(value)}", field=key)
         copied[key] = copy.deepcopy(dict(value))
     return MappingProxyType(copied)
 
@@ -402,7 +264,7 @@ class ChainConfig:
             endpoint = node.endpoint
             if endpoint in endpoints:
                 raise ChainConfigError(
-                    f"same host and port as {endpoints[endpoint]}.url, got {_show(node.url)}",
+                    f"same host and port as {endpoints[endpoint]}.url, got {show(node.url)}",
                     field=f"{path}.url",
                 )
             endpoints[endpoint] = path
@@ -429,7 +291,7 @@ class ChainConfig:
             if node.name == name:
                 return index
         known = ", ".join(node.name for node in self.nodes)
-        raise ChainConfigError(f"unknown node {_show(name)}; the chain has: {known}")
+        raise ChainConfigError(f"unknown node {show(name)}; the chain has: {known}")
 
     def successor(self, name: str) -> NodeInfo | None:
         """The node after ``name`` (the analyzer after the last mix), or ``None`` after the
@@ -482,7 +344,7 @@ def parse_chain_config(data: Mapping[str, Any], *, source: str) -> ChainConfig:
     pairs. Raises :class:`ChainConfigError` with ``source`` and the field path.
     """
     if not isinstance(data, Mapping):
-        raise ChainConfigError(f"expected a table, got {_type_name(data)}", source=source)
+        raise ChainConfigError(f"expected a table, got {type_name(data)}", source=source)
     try:
         return _parse(data)
     except ChainConfigError as exc:
@@ -499,11 +361,11 @@ def _table(data: Mapping[str, Any], key: str, allowed: Sequence[str]) -> Mapping
 def _keys_checked(value: object, path: str, allowed: Sequence[str]) -> Mapping[str, Any]:
     """Return ``value`` if it is a table whose keys are all in ``allowed``."""
     if not isinstance(value, Mapping):
-        raise ChainConfigError(f"expected a table, got {_type_name(value)}", field=path)
+        raise ChainConfigError(f"expected a table, got {type_name(value)}", field=path)
     for key in value:
         if key not in allowed:
             raise ChainConfigError(
-                f"unknown key (allowed: {', '.join(allowed)})", field=f"{path}.{_key_text(key)}"
+                f"unknown key (allowed: {', '.join(allowed)})", field=f"{path}.{key_text(key)}"
             )
     return value
 
@@ -515,35 +377,10 @@ def _required(table: Mapping[str, Any], key: str, path: str) -> object:
     return table[key]
 
 
-def _string(value: str) -> str:
-    """``value`` as a TOML basic string, escaped so that it loads back identical."""
-    out = ['"']
-    for char in value:
-        code = ord(char)
-        if char == '"':
-            out.append('\\"')
-        elif char == "\\":
-            out.append("\\\\")
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\t":
-            out.append("\\t")
-        elif char == "\r":
-            out.append("\\r")
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04X}")
-        elif 0xD800 <= code <= 0xDFFF:
-            raise ValueError("strings with lone surrogates cannot be written as TOML")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
-
-
 def _typed_str(value: object, path: str) -> str:
     """``value`` if it is a str; else :class:`ChainConfigError` naming ``path``."""
     if not isinstance(value, str):
-        raise ChainConfigError(f"expected a string, got {_type_name(value)}", field=path)
+        raise ChainConfigError(f"expected a string, got {type_name(value)}", field=path)
     return value
 
 
@@ -572,22 +409,28 @@ def _parse_node(value: object, path: str, *, identity_required: bool) -> NodeInf
 
 
 def _parse_policy(data: Mapping[str, Any]) -> RoundPolicy:
-    """Parse the ``[round]`` table."""
+    """Parse the ``[round]`` table; a :class:`PolicyError` becomes a
+    :class:`ChainConfigError` with field ``round.<field>``."""
     table = _table(data, "round", _ROUND_KEYS)
-    min_users = _required(table, "min_users", "round")
-    max_users = _required(table, "max_users", "round")
-    deadline = _required(table, "deadline_seconds", "round")
-    below_min = _typed_str(_required(table, "below_min", "round"), "round.below_min")
-    chunk_size = table.get("chunk_size", DEFAULT_CHUNK_SIZE)
+    values = {
+        key: _required(table, key, "round")
+        if key != "chunk_size"
+        else table.get(key, DEFAULT_CHUNK_SIZE)
+        for key in _ROUND_KEYS
+    }
+    for key, value in values.items():
+        problem = policy_type_problem(key, value)
+        if problem is not None:
+            raise ChainConfigError(problem, field=f"round.{key}")
     try:
         return RoundPolicy(
-            min_users=cast(int, min_users),
-            max_users=cast(int, max_users),
-            deadline_seconds=cast(float, deadline),
-            below_min=cast(BelowMin, below_min),
-            chunk_size=cast(int, chunk_size),
+            min_users=cast(int, values["min_users"]),
+            max_users=cast(int, values["max_users"]),
+            deadline_seconds=cast(float, values["deadline_seconds"]),
+            below_min=cast(BelowMin, values["below_min"]),
+            chunk_size=cast(int, values["chunk_size"]),
         )
-    except ChainConfigError as exc:
+    except PolicyError as exc:
         raise ChainConfigError(exc.problem, field=f"round.{exc.field}") from None
 
 
@@ -600,7 +443,7 @@ def _parse(data: Mapping[str, Any]) -> ChainConfig:
     mix_list = data["mix"]
     if not isinstance(mix_list, list):
         raise ChainConfigError(
-            f"expected an array of [[mix]] tables, got {_type_name(mix_list)}", field="mix"
+            f"expected an array of [[mix]] tables, got {type_name(mix_list)}", field="mix"
         )
     mixes = tuple(
         _parse_node(item, f"mix[{index}]", identity_required=True)
@@ -616,8 +459,8 @@ def _parse(data: Mapping[str, Any]) -> ChainConfig:
             continue
         if not isinstance(value, dict):
             raise ChainConfigError(
-                f"unknown top-level key; expected a table, got {_type_name(value)}",
-                field=_key_text(key),
+                f"unknown top-level key; expected a table, got {type_name(value)}",
+                field=key_text(key),
             )
         sections[key] = value
     return ChainConfig(
@@ -628,91 +471,57 @@ def _parse(data: Mapping[str, Any]) -> ChainConfig:
 # --------------------------------------------------------------------------- rendering
 
 
-def _value(value: object) -> str:
-    """``value`` as a TOML value: str, int, float, bool, date/time, array or inline table.
-
-    Raises ``ValueError`` for values TOML cannot hold (e.g. ``None``, bytes, a str with a
-    lone surrogate, an integer outside the signed 64-bit range).
-    """
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        if not -_INT64_MAX - 1 <= value <= _INT64_MAX:
-            raise ValueError(f"integer {value} does not fit TOML's 64 bits; write it as a string")
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_value(item) for item in value) + "]"
-    if isinstance(value, Mapping):
-        items = ", ".join(f"{_table_key(key)} = {_value(item)}" for key, item in value.items())
-        return "{ " + items + " }" if items else "{}"
-    raise ValueError(f"cannot write a {type(value).__name__} value as TOML")
-
-
-def _table_key(key: object) -> str:
-    """A mapping key as TOML text; ``ValueError`` unless it is a str."""
-    if not isinstance(key, str):
-        raise ValueError(f"TOML keys must be strings, got {_show(key)}")
-    return _key_text(key)
-
-
-def _node_lines(node: NodeInfo) -> list[str]:
-    """The ``key = value`` lines of a node table."""
-    lines = [f"name = {_string(node.name)}", f"url = {_string(node.url)}"]
+def _node_table(node: NodeInfo) -> dict[str, str]:
+    """The keys of a ``[[mix]]`` or ``[analyzer]`` table for ``node``."""
+    table = {"name": node.name, "url": node.url}
     if node.identity is not None:
-        lines.append(f"identity = {_string(public_key_text(node.identity))}")
-    return lines
+        table["identity"] = public_key_text(node.identity)
+    return table
 
 
 def render_chain_config(config: ChainConfig) -> str:
     """Return TOML text for ``config`` that :func:`load_chain_config` loads back equal.
 
     Tables are written in the order ``[chain]``, ``[[mix]]``..., ``[analyzer]``,
-    ``[round]``, then each section of :attr:`ChainConfig.sections` in its order; nested
-    tables inside a section are written as inline tables. Section values may be str, int
-    (signed 64-bit), float, bool, date/time, arrays and tables of those. Raises ``TypeError``
-    if ``config`` is not a :class:`ChainConfig` and ``ValueError`` for a section value TOML
-    cannot hold.
+    ``[round]`` (every key, ``chunk_size`` included), then each section of
+    :attr:`ChainConfig.sections` in its order, one blank line between tables, by
+    :mod:`tomli_w`: within a section, plain keys come first, then nested tables as
+    ``[section.sub]`` tables and arrays of tables as ``[[section.key]]`` (or inline when
+    short), and arrays one item per line. Section values may be str, int (signed 64-bit),
+    float, bool, date/time, arrays and tables of those. Raises ``TypeError`` if ``config``
+    is not a :class:`ChainConfig` and ``ValueError`` for a section value TOML cannot hold.
     """
     if not isinstance(config, ChainConfig):
         raise TypeError(f"config must be a ChainConfig, not {type(config).__name__}")
-    blocks: list[list[str]] = [["[chain]", f"id = {_string(config.chain_id)}"]]
-    blocks.extend(["[[mix]]", *_node_lines(mix)] for mix in config.mixes)
-    blocks.append(["[analyzer]", *_node_lines(config.analyzer)])
     policy = config.policy
-    blocks.append(
-        [
-            "[round]",
-            f"min_users = {_value(policy.min_users)}",
-            f"max_users = {_value(policy.max_users)}",
-            f"deadline_seconds = {_value(float(policy.deadline_seconds))}",
-            f"below_min = {_string(policy.below_min)}",
-            f"chunk_size = {_value(policy.chunk_size)}",
-        ]
-    )
-    rendered = "\n\n".join("\n".join(block) for block in blocks) + "\n"
-    for name, table in config.sections.items():
-        rendered += "\n" + render_table(name, table)
-    return rendered
+    blocks = [dumps({"chain": {"id": config.chain_id}})]
+    # Written by hand: tomli_w would put short [[mix]] tables inline, as mix = [{...}].
+    blocks.extend("[[mix]]\n" + dumps(_node_table(mix)) for mix in config.mixes)
+    rest: dict[str, Any] = {
+        "analyzer": _node_table(config.analyzer),
+        "round": {
+            "min_users": policy.min_users,
+            "max_users": policy.max_users,
+            "deadline_seconds": float(policy.deadline_seconds),
+            "below_min": policy.below_min,
+            "chunk_size": policy.chunk_size,
+        },
+        **config.sections,
+    }
+    blocks.append(dumps(rest))
+    return "\n".join(blocks)
 
 
 def render_table(name: str, table: Mapping[str, Any]) -> str:
-    """One TOML table ``[name]`` with ``key = value`` lines (nested tables inline).
+    """One TOML table ``[name]`` (written by :mod:`tomli_w`, as a section is by
+    :func:`render_chain_config`), which loads back as ``{name: table}``.
 
-    Raises ``ValueError`` for a key or value TOML cannot hold.
+    Raises ``TypeError`` if ``table`` is not a mapping and ``ValueError`` for a name, key
+    or value TOML cannot hold.
     """
-    lines = [f"[{_table_key(name)}]"]
-    lines.extend(f"{_table_key(key)} = {_value(value)}" for key, value in table.items())
-    return "\n".join(lines) + "\n"
+    if not isinstance(table, Mapping):
+        raise TypeError(f"table must be a mapping, not {type(table).__name__}")
+    return dumps({name: table})
 
 
 def write_chain_config(

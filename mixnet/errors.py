@@ -142,6 +142,12 @@ class Unauthorized(MixnetError):
     code = "unauthorized"
 
 
+class InternalError(MixnetError):
+    """A node-side failure that is not the peer's fault (details are logged locally only)."""
+
+    code = "internal-error"
+
+
 class KeyFileError(MixnetError, ValueError):
     """A key file or public key text is missing, unsafe or unparsable.
 
@@ -165,6 +171,7 @@ _ALL_ERRORS: tuple[type[MixnetError], ...] = (
     DuplicateClient,
     WrongCount,
     Unauthorized,
+    InternalError,
     KeyFileError,
 )
 
@@ -185,3 +192,12 @@ def error_from_code(code: str, reason: str) -> MixnetError:
     if cls is None:
         return MixnetError(reason, code=code)
     return cls(reason)
+
+
+class LinkClosed(MixnetError):
+    """A request on a :class:`mixnet.link.Link` after (or while) it was closed.
+
+    A local condition, never sent in an error frame (so it is not in :data:`ERRORS_BY_CODE`).
+    """
+
+    code = "link-closed"

@@ -1,6 +1,9 @@
-"""Builders and parsers for the chain protocol's frames (see ``docs/protocol.md``).
+"""The chain protocol's frames as typed immutable objects (see ``docs/protocol.md``).
 
-Parsers take a decoded frame (a dict from :func:`mixnet.wire.decode_frame`) and raise
+Each frame is decoded once, at the edge, into one of the frozen dataclasses below
+(:func:`parse_request` for what a node receives, :func:`parse_reply` for the replies a link
+or client expects); everything after that works on typed fields. :func:`to_wire` turns a frame
+object back into the msgpack map :func:`mixnet.wire.encode_frame` sends. Parsers raise
 :class:`~mixnet.errors.MixnetError` subclasses naming the field on any malformed input.
 """
 
@@ -9,23 +12,40 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mixnet.errors import MalformedFrame
+from mixnet.errors import MalformedFrame, UnexpectedFrameType
 from mixnet.keys import ROUND_KEY_LENGTH, SIGNATURE_LENGTH, RoundKeyAnnouncement
-from mixnet.wire import get_bytes, get_bytes_list, get_int, get_str
+from mixnet.wire import get_bytes, get_bytes_list, get_float, get_int, get_str
 
 __all__ = [
+    "MAX_CLIENT_ID_LENGTH",
     "MAX_NAME_LENGTH",
     "ROUND_ID_MAX",
+    "AbortRound",
+    "Aborted",
+    "Accepted",
     "Batch",
+    "BatchAck",
+    "Frame",
+    "FrameLimits",
+    "GetRound",
+    "OpenRound",
+    "RoundKeys",
+    "RoundOffer",
+    "Submit",
     "announcement_frame",
-    "batch_frame",
     "parse_announcement",
     "parse_announcements",
-    "parse_batch",
+    "parse_reply",
+    "parse_request",
+    "to_wire",
 ]
 
 ROUND_ID_MAX = (1 << 63) - 1
 MAX_NAME_LENGTH = 64
+MAX_CLIENT_ID_LENGTH = 128
+
+
+# --------------------------------------------------------------------------- announcements
 
 
 def announcement_frame(a: RoundKeyAnnouncement) -> dict[str, object]:
@@ -54,15 +74,86 @@ def parse_announcement(item: object, *, chain_id: str) -> RoundKeyAnnouncement:
 def parse_announcements(
     frame: Mapping[str, object], *, chain_id: str, max_count: int
 ) -> list[RoundKeyAnnouncement]:
+    """Parse the ``announcements`` list of a frame (at most ``max_count`` maps)."""
     raw = frame.get("announcements")
     if not isinstance(raw, list) or len(raw) > max_count:
         raise MalformedFrame(f"announcements must be a list of at most {max_count} maps")
     return [parse_announcement(item, chain_id=chain_id) for item in raw]
 
 
+# --------------------------------------------------------------------------- frames
+
+
+@dataclass(frozen=True)
+class GetRound:
+    """client → entry mix: which round is open?"""
+
+
+@dataclass(frozen=True)
+class RoundOffer:
+    """entry mix → client: the open round. ``deadline`` is unix seconds; ``announcements``
+    are every mix's signed round key in chain order."""
+
+    round_id: int
+    deadline: float
+    messages: int
+    payload_length: int
+    clients: int
+    min_clients: int
+    max_clients: int
+    announcements: tuple[RoundKeyAnnouncement, ...]
+
+
+@dataclass(frozen=True)
+class Submit:
+    """client → entry mix: one submission of exactly ``messages`` onions."""
+
+    round_id: int
+    client: str
+    onions: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """entry mix → client: the submission is stored in the round."""
+
+    round_id: int
+    client: str
+
+
+@dataclass(frozen=True)
+class OpenRound:
+    """mix → successor: open ``round_id`` (make and announce a round key)."""
+
+    round_id: int
+
+
+@dataclass(frozen=True)
+class RoundKeys:
+    """successor → mix: the signed round keys of the successor and every node after it."""
+
+    round_id: int
+    announcements: tuple[RoundKeyAnnouncement, ...]
+
+
+@dataclass(frozen=True)
+class AbortRound:
+    """mix → successor: the round ends without a result."""
+
+    round_id: int
+
+
+@dataclass(frozen=True)
+class Aborted:
+    """successor → mix: the abort is recorded here and further down the chain."""
+
+    round_id: int
+
+
 @dataclass(frozen=True)
 class Batch:
-    """One chunk of a node-to-node batch."""
+    """One chunk of a node-to-node batch: chunk ``index`` of ``chunks``; the whole batch holds
+    ``count`` items from ``clients`` clients."""
 
     round_id: int
     sender: str
@@ -70,30 +161,179 @@ class Batch:
     chunks: int
     clients: int
     count: int
-    payloads: list[bytes]
+    payloads: tuple[bytes, ...]
 
 
-def batch_frame(batch: Batch) -> dict[str, object]:
-    return {
-        "type": "batch",
-        "round": batch.round_id,
-        "sender": batch.sender,
-        "chunk": batch.index,
-        "chunks": batch.chunks,
-        "clients": batch.clients,
-        "count": batch.count,
-        "payloads": batch.payloads,
-    }
+@dataclass(frozen=True)
+class BatchAck:
+    """successor → mix: chunk ``index`` of the round is stored."""
+
+    round_id: int
+    index: int
 
 
-def parse_batch(frame: Mapping[str, object], *, payload_length: int, max_count: int) -> Batch:
-    """Parse a ``batch`` frame; payload lengths and the item count are checked here."""
-    return Batch(
-        round_id=get_int(frame, "round", min_value=0, max_value=ROUND_ID_MAX),
-        sender=get_str(frame, "sender", max_length=MAX_NAME_LENGTH),
-        index=get_int(frame, "chunk", min_value=0, max_value=ROUND_ID_MAX),
-        chunks=get_int(frame, "chunks", min_value=1, max_value=ROUND_ID_MAX),
-        clients=get_int(frame, "clients", min_value=0, max_value=ROUND_ID_MAX),
-        count=get_int(frame, "count", min_value=0, max_value=ROUND_ID_MAX),
-        payloads=get_bytes_list(frame, "payloads", item_length=payload_length, max_count=max_count),
-    )
+Frame = (
+    GetRound
+    | RoundOffer
+    | Submit
+    | Accepted
+    | OpenRound
+    | RoundKeys
+    | AbortRound
+    | Aborted
+    | Batch
+    | BatchAck
+)
+
+
+def to_wire(frame: Frame) -> dict[str, object]:
+    """The msgpack map of ``frame`` (without ``v``, which :func:`encode_frame` adds)."""
+    match frame:
+        case GetRound():
+            return {"type": "get-round"}
+        case RoundOffer():
+            return {
+                "type": "round",
+                "round": frame.round_id,
+                "deadline": frame.deadline,
+                "messages": frame.messages,
+                "payload_length": frame.payload_length,
+                "clients": frame.clients,
+                "min_clients": frame.min_clients,
+                "max_clients": frame.max_clients,
+                "announcements": [announcement_frame(a) for a in frame.announcements],
+            }
+        case Submit():
+            return {
+                "type": "submit",
+                "round": frame.round_id,
+                "client": frame.client,
+                "onions": list(frame.onions),
+            }
+        case Accepted():
+            return {"type": "accepted", "round": frame.round_id, "client": frame.client}
+        case OpenRound():
+            return {"type": "open-round", "round": frame.round_id}
+        case RoundKeys():
+            return {
+                "type": "round-keys",
+                "round": frame.round_id,
+                "announcements": [announcement_frame(a) for a in frame.announcements],
+            }
+        case AbortRound():
+            return {"type": "abort-round", "round": frame.round_id}
+        case Aborted():
+            return {"type": "aborted", "round": frame.round_id}
+        case Batch():
+            return {
+                "type": "batch",
+                "round": frame.round_id,
+                "sender": frame.sender,
+                "chunk": frame.index,
+                "chunks": frame.chunks,
+                "clients": frame.clients,
+                "count": frame.count,
+                "payloads": list(frame.payloads),
+            }
+        case BatchAck():
+            return {"type": "batch-ack", "round": frame.round_id, "chunk": frame.index}
+    raise TypeError(f"not a frame: {type(frame).__name__}")  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class FrameLimits:
+    """What a node accepts: ``messages`` onions of ``onion_length`` bytes per submission,
+    batch chunks of at most ``chunk_items`` items of ``item_length`` bytes, and
+    ``announcements`` round keys at most in a ``round-keys`` reply."""
+
+    chain_id: str
+    messages: int = 0
+    onion_length: int = 0
+    item_length: int = 0
+    chunk_items: int = 0
+    announcements: int = 0
+
+
+def _round(frame: Mapping[str, object]) -> int:
+    return get_int(frame, "round", min_value=0, max_value=ROUND_ID_MAX)
+
+
+def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -> Frame:
+    """Decode a request a node receives (``get-round``, ``submit``, ``open-round``,
+    ``abort-round``, ``batch``), checking every length against ``limits``.
+
+    :raises UnexpectedFrameType: ``kind`` is not one of those.
+    :raises MalformedFrame, BadLength, WrongCount: a field is missing or wrong.
+    """
+    if kind == "get-round":
+        return GetRound()
+    if kind == "submit":
+        return Submit(
+            round_id=_round(frame),
+            client=get_str(frame, "client", max_length=MAX_CLIENT_ID_LENGTH),
+            onions=tuple(
+                get_bytes_list(
+                    frame, "onions", count=limits.messages, item_length=limits.onion_length
+                )
+            ),
+        )
+    if kind == "open-round":
+        return OpenRound(_round(frame))
+    if kind == "abort-round":
+        return AbortRound(_round(frame))
+    if kind == "batch":
+        return Batch(
+            round_id=_round(frame),
+            sender=get_str(frame, "sender", max_length=MAX_NAME_LENGTH),
+            index=get_int(frame, "chunk", min_value=0, max_value=ROUND_ID_MAX),
+            chunks=get_int(frame, "chunks", min_value=1, max_value=ROUND_ID_MAX),
+            clients=get_int(frame, "clients", min_value=0, max_value=ROUND_ID_MAX),
+            count=get_int(frame, "count", min_value=0, max_value=ROUND_ID_MAX),
+            payloads=tuple(
+                get_bytes_list(
+                    frame, "payloads", item_length=limits.item_length, max_count=limits.chunk_items
+                )
+            ),
+        )
+    raise UnexpectedFrameType(f"unexpected frame type {kind!r}")
+
+
+def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
+    """Decode a non-error reply (``round``, ``accepted``, ``round-keys``, ``aborted``,
+    ``batch-ack``).
+
+    :raises UnexpectedFrameType: another type.
+    :raises MalformedFrame, BadLength: a field is missing or wrong.
+    """
+    kind = get_str(frame, "type", max_length=32)
+    if kind == "round":
+        return RoundOffer(
+            round_id=_round(frame),
+            deadline=get_float(frame, "deadline"),
+            messages=get_int(frame, "messages", min_value=1),
+            payload_length=get_int(frame, "payload_length", min_value=0),
+            clients=get_int(frame, "clients", min_value=0),
+            min_clients=get_int(frame, "min_clients", min_value=0),
+            max_clients=get_int(frame, "max_clients", min_value=0),
+            announcements=tuple(
+                parse_announcements(
+                    frame, chain_id=limits.chain_id, max_count=limits.announcements
+                )
+            ),
+        )
+    if kind == "accepted":
+        return Accepted(_round(frame), get_str(frame, "client", max_length=MAX_CLIENT_ID_LENGTH))
+    if kind == "round-keys":
+        return RoundKeys(
+            _round(frame),
+            tuple(
+                parse_announcements(
+                    frame, chain_id=limits.chain_id, max_count=limits.announcements
+                )
+            ),
+        )
+    if kind == "aborted":
+        return Aborted(_round(frame))
+    if kind == "batch-ack":
+        return BatchAck(_round(frame), get_int(frame, "chunk", min_value=0, max_value=ROUND_ID_MAX))
+    raise UnexpectedFrameType(f"unexpected reply type {kind!r}")

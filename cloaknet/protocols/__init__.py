@@ -1,22 +1,22 @@
-"""Summation protocols in the shuffled model, behind one interface, for comparison.
+"""Summation protocols in the shuffled model, behind one interface.
 
 =========================  ================================================================
 name                       protocol
 =========================  ================================================================
 ``cloak-single-user``      the invisibility cloak, single-user changes (Ghazi, Pagh,
-                           Velingker 2019; Lemma 11) — :mod:`.cloak`
+                           Velingker, arXiv 1906.08320; Lemma 11) — :mod:`.cloak`
 ``cloak-sum-preserving``   the invisibility cloak, sum-preserving changes (Lemma 6)
 ``blanket``                single message, privacy blanket (Balle, Bell, Gascón, Nissim,
-                           CRYPTO 2019) — :mod:`.blanket`
+                           arXiv 1903.02837) — :mod:`.blanket`
 ``cheu``                   unary randomized response (Cheu, Smith, Ullman, Zeber, Zhilyaev,
-                           EUROCRYPT 2019), constants calibrated here — :mod:`.cheu`
+                           arXiv 1808.01394), constants calibrated here — :mod:`.cheu`
 ``central``                trusted curator + exact discrete Laplace (reference) — :mod:`.central`
 ``bbgn``                   split-and-mix with distributed discrete Laplace (Ishai et al. 2006;
-                           Balle, Bell, Gascón, Nissim 2019/2020) — :mod:`.bbgn`
+                           Balle, Bell, Gascón, Nissim, arXiv 1909.11225) — :mod:`.bbgn`
 =========================  ================================================================
 
 :func:`make_protocol` builds one by name; each implements
-:class:`~cloaknet.protocols.base.SummationProtocol`.
+:class:`~cloaknet.protocols.base.SummationProtocol`. The mathematics: ``docs/protocols.md``.
 """
 
 from __future__ import annotations
@@ -89,9 +89,9 @@ def make_protocol(
             f"it takes: {', '.join(sorted(_OPTIONS[name])) or 'none'}"
         )
     if name == "cloak-single-user":
-        return CloakProtocol(users, epsilon, delta, mode="single-user", **given)
+        return CloakProtocol.planned(users, epsilon, delta, mode="single-user", **given)
     if name == "cloak-sum-preserving":
-        return CloakProtocol(users, epsilon, delta, mode="sum-preserving", **given)
+        return CloakProtocol.planned(users, epsilon, delta, mode="sum-preserving", **given)
     if name == "blanket":
         return BlanketProtocol(users, epsilon, delta, **given)
     if name == "cheu":

@@ -1,20 +1,21 @@
-"""The common interface of the summation protocols compared with the invisibility cloak.
+"""The common interface of the summation protocols: the cloak and the ones it is compared with.
 
 Every protocol is a pair (local randomizer, analyzer) in the shuffled model: each of the n
 users turns a value x_i in [0, 1] into a fixed number m of messages, the shuffler hands the
 analyzer the multiset of all n·m messages, and the analyzer returns an estimate of Σ x_i.
-:class:`SummationProtocol` fixes that contract so that the planner and the experiment runner
-can treat the protocols of Figure 1 of Ghazi, Pagh and Velingker (2019) — and two more
-references — alike.
+:class:`SummationProtocol` fixes that contract, so that the planner, the experiments, the
+client library and the analyzer node treat the invisibility cloak (arXiv 1906.08320) and the
+protocols of its Figure 1 — and two more references — alike (``docs/protocols.md``).
 
 Conventions shared by all implementations
 ------------------------------------------
 * Messages are integers in ``[0, message_modulus)`` sent with a fixed width of
   ``ceil(bits_per_message / 8)`` bytes; ``bytes_per_user = messages_per_user · that width``.
-* ``encode_many(x, rng)`` returns an ``(n, m)`` integer array, one row per user; ``m`` is fixed
-  per protocol instance (no protocol here has a variable message count).
+* ``encode_many(x, rng)`` returns an ``(n, m)`` integer array, one row per user;
+  ``encode_value(x, rng)`` the m messages of one user. ``m`` is fixed per instance.
 * ``analyze(messages, users)`` takes the messages in any shape and order (it only uses their
-  multiset, in fact only their sum) and returns the estimate as a float.
+  multiset, in fact only their sum) and returns the estimate as a float;
+  ``result_fields(messages, users)`` the JSON fields of a round's result.
 * ``predicted_rmse()`` is an analytic prediction for ``n = self.users`` that holds for every
   input (an upper bound), except for the cloak, which reports the planner's model
   (:mod:`cloaknet.planner`); ``predicted_rmse_for(x)`` is the exact RMSE for given inputs where
@@ -34,6 +35,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from cloaknet.encoding import check_input
 from cloaknet.errors import ParameterError, ShareCountError, ShareError
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 from cloaknet.validation import check_int
@@ -220,10 +222,14 @@ class SummationProtocol(abc.ABC):
       ``[0, message_modulus)`` carried in ``ceil(bits_per_message / 8)`` bytes.
     * ``encode_many(x, rng)``: x is a 1-D array of floats in [0, 1] (InputRangeError
       otherwise); returns an ``(len(x), m)`` integer array of messages.
+      ``encode_value(x, rng, clip=...)``: the m messages of one user, as Python ints.
     * ``analyze(messages, users)``: any shape holding exactly ``users · m`` messages
       (ShareCountError otherwise; ShareError for a message out of range); the result depends
       only on the multiset of messages. ``rng`` is used only by analyzers that randomize
-      (the trusted curator of :mod:`cloaknet.protocols.central`).
+      (the trusted curator of :mod:`cloaknet.protocols.central`). ``result_fields`` wraps
+      it for a round's JSON result.
+    * ``min_round_users`` / ``max_round_users``: the round sizes the guarantee and the
+      analyzer are planned for (a chain's ``[round]`` must lie within them).
     * ``predicted_rmse()``: analytic RMSE for n = ``self.users``; ``predicted_rmse_for(x)``
       the RMSE for given inputs; ``expected_estimate(x)`` the analyzer's mean for given
       inputs (errors are estimate − Σ x).
@@ -250,6 +256,19 @@ class SummationProtocol(abc.ABC):
         """Messages are integers in ``[0, message_modulus)``."""
 
     @property
+    def message_count(self) -> int:
+        """m as an int: the number of messages every user sends on the wire.
+
+        :raises ParameterError: ``messages_per_user`` is not a whole number.
+        """
+        count = self.messages_per_user
+        if count != int(count) or count < 1:
+            raise ParameterError(
+                f"protocol {self.name!r} sends {count} messages per user, not a whole number"
+            )
+        return int(count)
+
+    @property
     def bytes_per_message(self) -> int:
         """Fixed width of one message on the wire."""
         return max(1, (self.bits_per_message + 7) // 8)
@@ -259,17 +278,55 @@ class SummationProtocol(abc.ABC):
         """``messages_per_user · bytes_per_message``."""
         return float(self.messages_per_user) * self.bytes_per_message
 
+    @property
+    def min_round_users(self) -> int:
+        """The fewest users a round may have for the privacy guarantee to hold (privacy is
+        planned for this many; fewer users hide each other less). Default: ``users``."""
+        return self.users
+
+    @property
+    def max_round_users(self) -> int:
+        """The most users in one round that the analyzer (its modulus, its decoding window)
+        is planned for. Default: ``users``."""
+        return self.users
+
     @abc.abstractmethod
     def encode_many(
         self, x: NDArray[np.float64], rng: RandomSource = SYSTEM_RANDOM
     ) -> NDArray[Any]:
         """Local randomizer of every user: an ``(n, m)`` array of messages."""
 
+    def encode_value(
+        self, x: float, rng: RandomSource = SYSTEM_RANDOM, *, clip: bool = False
+    ) -> list[int]:
+        """The local randomizer of one user: the m messages for input ``x``, each an int in
+        ``[0, message_modulus)``.
+
+        ``x`` is an int, float or Fraction in [0, 1]; with ``clip=True`` values outside are
+        clipped to 0 or 1 (NaN never is). This default runs :meth:`encode_many` on the
+        binary64 value of x (the protocols that round randomly quantize it as their analysis
+        says); the cloak overrides it to quantize x exactly.
+
+        :raises InputRangeError: x is not a number, is NaN, or lies outside [0, 1] without
+            ``clip`` (see :func:`cloaknet.encoding.check_input`).
+        """
+        value = float(check_input(x, clip=clip))
+        row = self.encode_many(np.array([value], dtype=np.float64), rng)
+        return [int(v) for v in np.asarray(row).reshape(-1).tolist()]
+
     @abc.abstractmethod
     def analyze(
         self, messages: NDArray[Any], users: int, *, rng: RandomSource = SYSTEM_RANDOM
     ) -> float:
         """Analyzer: the estimate of Σ x_i from the shuffled messages of ``users`` users."""
+
+    def result_fields(
+        self, messages: NDArray[Any], users: int, *, rng: RandomSource = SYSTEM_RANDOM
+    ) -> dict[str, object]:
+        """The JSON-ready fields a round's result reports for these messages:
+        ``{"estimate": float}`` plus protocol-specific fields (this default has none).
+        Raises what :meth:`analyze` raises."""
+        return {"estimate": float(self.analyze(messages, users, rng=rng))}
 
     @abc.abstractmethod
     def predicted_rmse(self) -> float:
@@ -288,12 +345,13 @@ class SummationProtocol(abc.ABC):
         """Protocol-specific parameters (JSON-ready)."""
 
     def describe(self) -> dict[str, object]:
-        """A JSON-ready summary: common fields plus :meth:`parameters`."""
+        """A JSON-ready summary: common fields plus :meth:`parameters` (an ε or δ that is
+        not a finite number — no target was given — is reported as ``None``)."""
         info: dict[str, object] = {
             "protocol": self.name,
             "users": self.users,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
+            "epsilon": self.epsilon if math.isfinite(self.epsilon) else None,
+            "delta": self.delta if math.isfinite(self.delta) else None,
             "messages_per_user": self.messages_per_user,
             "bits_per_message": self.bits_per_message,
             "bytes_per_message": self.bytes_per_message,

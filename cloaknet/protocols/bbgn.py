@@ -1,59 +1,15 @@
 """Split-and-mix summation with distributed discrete Laplace noise (Balle, Bell, Gascón, Nissim).
 
-References
-    [IKOS06] Y. Ishai, E. Kushilevitz, R. Ostrovsky, A. Sahai, "Cryptography from Anonymity",
-             FOCS 2006: the "split and mix" protocol — each user splits its value in Z_q into
-             m uniformly random additive shares and sends them through the shuffler.
-    [BBGN19] B. Balle, J. Bell, A. Gascón, K. Nissim, "Improved Summation from Shuffling",
-             arXiv:1909.11225 (2019), and the journal/conference version "Private Summation in
-             the Multi-Message Shuffle Model", ACM CCS 2020 (arXiv:2002.00817): an improved
-             analysis of [IKOS06] in which m = O(1 + σ/log n) messages suffice.
+Each user rounds x·k randomly to x̄ ∈ {0..k}, adds Z_i = X_i − Y_i with X_i, Y_i ~
+Pólya(1/n_h, exp(−ε/k)) (n_h = n − |C| honest users; their Z_i sum to a discrete Laplace,
+pure ε-DP), and splits (x̄ + Z_i) mod q into m uniformly random shares (Ishai, Kushilevitz,
+Ostrovsky, Sahai, FOCS 2006). The analyzer sums all shares mod q, reads the sum in the window
+[−T, n·k + T] and divides by k. m comes from :func:`cloaknet.accounting.bbgn_messages`
+(arXiv 1909.11225 / 2002.00817) for statistical distance 2^−σ, σ = log2((1 + e^ε)/δ);
+q = n·k + 2T + 1 with T chosen so that |Z| > T has probability at most ``tail``.
 
-The message bound used here (:func:`bbgn_messages`)::
-
-    m >= max(3, ⌈ (2σ + log2 q) / (log2 n − log2 e) + 1 ⌉)
-
-messages per user make the views of any two inputs in Z_q^n with the same sum mod q at
-statistical distance at most 2^−σ, for n >= 3 (honest) users. **Verification status:** the
-body of [BBGN19] could not be retrieved with the available search tools, so the theorem
-number and its side conditions are not verified; the formula is the one given in the brief,
-and it agrees with an independent public implementation of this protocol. The paper's own
-worked example (abstract of arXiv:1909.11225, which was retrieved: "summation of 32-bit numbers
-from n = 10^4 parties sending 12 messages each provides statistical security 2^−40") is
-reproduced by the formula with q = n·2^32, the smallest modulus in which the sum of n 32-bit
-numbers cannot wrap (log2 q = 45.3 → m = ⌈11.58⌉ = 12); with q = 2^32 it gives 11. A variant
-read as ⌈2 + (2σ + log2 q)/(log2 n − log2 e)⌉ would also give 12 with q = 2^32; the two
-readings differ by at most one message.
-
-Reduction to differential privacy ([BBGN19]; as stated in the brief, not verified): if the
-noisy sum is (ε, δ0)-DP and the views of inputs with equal sums are within statistical
-distance 2^−σ, the shuffled view is (ε, δ0 + (1 + e^ε)·2^−σ)-DP.
-
-Protocol (this module)
-    Each user rounds x·k to x̄ ∈ {0..k} (randomized rounding), adds Z_i = X_i − Y_i with
-    X_i, Y_i ~ Pólya(1/n_h, α), α = exp(−ε/Δ), Δ = k (the sensitivity in grid units), and
-    splits (x̄ + Z_i) mod q into m shares ([IKOS06] via :func:`cloaknet.vectorized.encode_many`).
-    The analyzer sums all shares mod q, maps the result into the window [−T, n·k + T]
-    (values above n·k + T are read as negative) and divides by k.
-
-Privacy: the sum of the honest users' Z_i is discrete Laplace with parameter α
-(:mod:`cloaknet.protocols.polya`), which is pure ε-DP for sensitivity k, so δ0 = 0 and the
-whole δ pays for the statistical distance: σ = log2((1 + e^ε)/δ). Colluders (option
-``colluders`` = |C|) know their own shares and noise; only the n_h = n − |C| honest users
-count, both for the noise (every user uses shape 1/n_h, so the honest ones alone already make
-the discrete Laplace) and for the message bound (n_h in place of n). The noise sampler is a
-binary64 approximation (see :mod:`cloaknet.protocols.polya`).
-
-Modulus: the noisy sum S = Σ x̄_i + Z, Z = A − B with A, B ~ Pólya(n/n_h, α). For s = α^−1/2,
-P[A > T] <= E[s^A]·s^−(T+1) = (1 + √α)^(n/n_h)·α^((T+1)/2) (Chernoff), so
-P[|Z| > T] <= 2·(1 + √α)^(n/n_h)·α^((T+1)/2). T is the least integer making this at most
-``tail`` (default 2^−40), and q = n·k + 2T + 1, so that S is decoded correctly unless
-|Z| > T. Messages are fixed-width integers of ⌈log2 q⌉ bits.
-
-Error: unbiased (up to the decoding-failure event of probability <= ``tail``); MSE =
-Σ ρ_i(1−ρ_i)/k² + 2·(n/n_h)·α/((1−α)²k²) <= n/(4k²) + 2(n/n_h)α/((1−α)²k²) (predicted_rmse).
-With no colluders the noise is exactly the central discrete Laplace, so the error matches
-:mod:`cloaknet.protocols.central` with the same k.
+The derivations, the error formula and what was and was not verified against the papers:
+``docs/protocols.md``. The Pólya sampler is a binary64 approximation (:mod:`.polya`).
 """
 
 from __future__ import annotations
@@ -65,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from cloaknet.accounting import bbgn_messages
 from cloaknet.errors import ParameterError
 from cloaknet.protocols.base import (
     SummationProtocol,
@@ -82,25 +39,6 @@ __all__ = ["DEFAULT_TAIL", "BBGNPlan", "BBGNProtocol", "bbgn_messages", "bbgn_pl
 
 #: Default bound on the probability that the noise makes the sum leave the decoding window.
 DEFAULT_TAIL = 2.0**-40
-_LOG2_E = math.log2(math.e)
-
-
-def bbgn_messages(n: int, sigma: float, modulus: int) -> int:
-    """Messages per user for statistical distance 2^−σ over Z_q among n honest users:
-    max(3, ⌈(2σ + log2 q)/(log2 n − log2 e) + 1⌉) ([BBGN19]; see the module doc for what was
-    and was not verified).
-
-    :raises ParameterError: n < 3 (log2 n must exceed log2 e), σ not a finite number >= 0,
-        or q < 2.
-    """
-    users = check_int("n", n, 3)
-    q = check_int("modulus", modulus, 2)
-    if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not (
-        math.isfinite(sigma) and sigma >= 0
-    ):
-        raise ParameterError(f"sigma must be a finite number >= 0, got {sigma!r}")
-    bound = (2.0 * float(sigma) + math.log2(q)) / (math.log2(users) - _LOG2_E) + 1.0
-    return max(3, math.ceil(bound))
 
 
 @dataclass(frozen=True)
@@ -231,8 +169,21 @@ class BBGNProtocol(SummationProtocol):
         precision: int | None = None,
         tail: float = DEFAULT_TAIL,
     ) -> None:
-        self.plan = bbgn_plan(users, epsilon, delta, colluders, precision=precision, tail=tail)
-        self.users, self.epsilon, self.delta = self.plan.users, self.plan.epsilon, self.plan.delta
+        self._adopt(bbgn_plan(users, epsilon, delta, colluders, precision=precision, tail=tail))
+
+    @classmethod
+    def from_plan(cls, made: BBGNPlan) -> BBGNProtocol:
+        """The protocol with the parameters of ``made`` (from :func:`bbgn_plan`); TypeError
+        for anything else."""
+        if not isinstance(made, BBGNPlan):
+            raise TypeError(f"expected a BBGNPlan, not {type(made).__name__}")
+        protocol = cls.__new__(cls)
+        protocol._adopt(made)
+        return protocol
+
+    def _adopt(self, made: BBGNPlan) -> None:
+        self.plan = made
+        self.users, self.epsilon, self.delta = made.users, made.epsilon, made.delta
 
     @property
     def messages_per_user(self) -> float:

@@ -1,50 +1,11 @@
-"""The single-message "privacy blanket" protocol of Balle, Bell, Gascón, Nissim.
+"""The single-message "privacy blanket" protocol of Balle, Bell, Gascón, Nissim (arXiv 1903.02837).
 
-Reference: B. Balle, J. Bell, A. Gascón, K. Nissim, "The Privacy Blanket of the Shuffle
-Model", CRYPTO 2019 (arXiv:1903.02837). Figure 1 of the cloak paper lists it as
-"Balle et al.: 1 message of log n bits, error n^(1/6) log^(1/3)(1/δ) / ε^(2/3)".
-
-Local randomizer (one message per user)
-    x̄ = randomized rounding of x·k to {0, …, k} (floor(x·k) + Bernoulli(frac(x·k)), see
-    :func:`cloaknet.protocols.base.randomized_round`); then with probability γ the user sends
-    a uniform value of {0, …, k} instead of x̄ (the "blanket"), otherwise x̄.
-Analyzer
-    (Σ y − n·γ·k/2) / ((1 − γ)·k), an unbiased estimate of Σ x_i (E[y] = (1−γ)·x·k + γ·k/2).
-
-Privacy: the shuffled k-ary randomized response with blanket probability
-
-    γ = max( 14·d·ln(2/δ) / ((n−1)·ε²),  27·d / ((n−1)·ε) )
-
-is (ε, δ)-DP: the privacy-blanket bound for randomized response on a domain of d values.
-**Verification status:** the paper's body could not be retrieved with the available search
-tools, so the theorem number (Theorem 3.1 in the brief) is not verified; the constants 14
-and 27 are the brief's and agree with the authors' public experiment code, which computes
-the largest admissible precision as (n−1)ε / max(14 ln(2/δ)/ε, 27). Here the domain
-{0, …, k} has d = k + 1 values, and d is used (the conservative reading: γ is slightly
-larger than with d = k). γ is rounded *up* to a multiple of 2^-53 and the replacement is an
-exact comparison of a 53-bit uniform integer with γ·2^53; rounding γ up only adds blanket
-(post-processing), so privacy is kept.
-
-When γ would reach 1 every message is uniform noise, independent of the inputs: the protocol
-degenerates (the analyzer would divide by 1 − γ = 0). The constructor raises
-:class:`~cloaknet.errors.InfeasiblePlanError` then; this happens for every k when
-(n − 1) < 2·max(14 ln(2/δ)/ε², 27/ε).
-
-Error (derived here; exact for given inputs). Write μ = x·k, ρ = frac(μ). For one user
-
-    Var(y) = (1−γ)·ρ(1−ρ) + γ(1−γ)·μ(μ−k) + γ·[ k(2k+1)/6 − γ·k²/4 ],
-
-(E[x̄] = μ, Var(x̄) = ρ(1−ρ); a uniform value of {0..k} has mean k/2 and second moment
-k(2k+1)/6). The estimate is unbiased and its MSE is Σ_i Var(y_i) / ((1−γ)k)². Since
-ρ(1−ρ) <= 1/4 and μ(μ−k) <= 0 on [0, k], for every input
-
-    MSE <= n · [ (1−γ)/4 + γ·(k(2k+1)/6 − γk²/4) ] / ((1−γ)·k)²,
-
-which is :meth:`BlanketProtocol.predicted_rmse` squared (attained up to the (1−γ)/4 rounding
-term when every x_i is 0 or 1). k is chosen to minimise this bound over all k with γ(k) < 1;
-since γ ≈ 14(k+1)ln(2/δ)/(nε²), the optimum is of order (n ε² / ln(1/δ))^(1/3) (k = 4 at
-n = 10^4, ε = 1, δ = 10^-6), and the error grows like n^(1/6), as in Figure 1 of the cloak
-paper.
+Each user sends one message: x̄ (randomized rounding of x·k to {0..k}) or, with probability
+γ = max(14·d·ln(2/δ)/((n−1)ε²), 27·d/((n−1)ε)), d = k + 1, a uniform value of {0..k}. The
+analyzer returns (Σ y − n·γ·k/2)/((1 − γ)·k), unbiased. γ is rounded up to a multiple of
+2^−53 (more blanket only helps privacy); when γ would reach 1 the protocol degenerates and
+the constructor raises :class:`~cloaknet.errors.InfeasiblePlanError`. k minimises the
+worst-case MSE bound. Derivations and verification status: ``docs/protocols.md``.
 """
 
 from __future__ import annotations
@@ -113,7 +74,7 @@ def _best_precision(users: int, epsilon: float, delta: float) -> int:
 
 
 class BlanketProtocol(SummationProtocol):
-    """Balle–Bell–Gascón–Nissim single-message protocol (CRYPTO 2019).
+    """Balle–Bell–Gascón–Nissim single-message protocol (arXiv 1903.02837).
 
     Options: ``precision`` (k; default: the minimiser of the worst-case MSE bound).
     :raises ParameterError: invalid n, ε, δ or precision.
@@ -220,8 +181,8 @@ class BlanketProtocol(SummationProtocol):
             "neighbouring": "single-user",
             "citation": (
                 "Balle, Bell, Gascon, Nissim, The Privacy Blanket of the Shuffle Model, "
-                "CRYPTO 2019, blanket bound for randomized response (gamma = max(14 d "
-                "ln(2/delta)/((n-1) eps^2), 27 d/((n-1) eps)), d = k + 1; theorem number "
-                "not verified)"
+                "CRYPTO 2019 (arXiv:1903.02837), blanket bound for randomized response "
+                "(gamma = max(14 d ln(2/delta)/((n-1) eps^2), 27 d/((n-1) eps)), d = k + 1; "
+                "theorem number not verified)"
             ),
         }

@@ -1,23 +1,11 @@
-"""The central-model reference: a trusted curator adding one discrete Laplace noise.
+"""The central-model reference: a trusted curator adding one exact discrete Laplace noise.
 
-This is *not* a shuffled-model protocol: each user sends x̄_i (randomized rounding of x_i·k to
-{0, …, k}) in the clear to a trusted curator — no privacy in transit — and the curator
-releases (Σ x̄_i + Z)/k with Z ~ discrete Laplace, P[Z = z] ∝ exp(−ε·|z|/k). It is the
-accuracy yardstick of the comparison ("central discrete Laplace").
-
-Privacy (central model, single-user changes): changing one x_i moves Σ x̄ by at most k grid
-steps (for every outcome of the other users' rounding, x̄_i ranges over {0..k}), and the
-discrete Laplace with parameter α = exp(−ε/k) is ε-DP for sensitivity k (the geometric
-mechanism, Ghosh, Roughgarden, Sundararajan, STOC 2009), so the release is (ε, 0)-DP. The
-noise is sampled exactly by :func:`cloaknet.noise.sample_discrete_laplace` with the rational
-scale t = k/ε (ε's binary64 value taken as an exact rational), following Canonne, Kamath,
-Steinke (NeurIPS 2020), Algorithm 2. The curator's randomness is the ``rng`` passed to
-:meth:`CentralProtocol.analyze`.
-
-Error: unbiased; MSE = Σ ρ_i(1−ρ_i)/k² + Var(Z)/k² with ρ_i = frac(x_i·k) and
-Var(Z) = 2α/(1−α)²; for every input MSE <= n/(4k²) + 2α/((1−α)²k²) (predicted_rmse), which
-tends to 2/ε² as k grows (the continuous Laplace mechanism). Default k: ⌈10·√n·max(1, ε)⌉,
-which keeps the rounding variance below 1/800 of the noise variance.
+Not a shuffled-model protocol: each user sends x̄_i (randomized rounding of x_i·k) in the
+clear to a trusted curator, who releases (Σ x̄_i + Z)/k with P[Z = z] ∝ exp(−ε|z|/k) — (ε, 0)-DP
+for single-user changes (the geometric mechanism), sampled exactly by
+:func:`cloaknet.noise.sample_discrete_laplace`. It is the accuracy yardstick of the
+comparison; the curator's randomness is the ``rng`` passed to
+:meth:`CentralProtocol.analyze`. Error analysis: ``docs/protocols.md``.
 """
 
 from __future__ import annotations
@@ -137,6 +125,6 @@ class CentralProtocol(SummationProtocol):
             "trust": "trusted curator sees every x_i (reference only, no privacy in transit)",
             "citation": (
                 "geometric mechanism (Ghosh, Roughgarden, Sundararajan 2009); exact sampler: "
-                "Canonne, Kamath, Steinke 2020, Algorithm 2"
+                "Canonne, Kamath, Steinke, arXiv:2004.00010, Algorithm 2"
             ),
         }

@@ -1,44 +1,12 @@
 """Unary randomized-response summation in the style of Cheu, Smith, Ullman, Zeber, Zhilyaev.
 
-Reference: A. Cheu, A. Smith, J. Ullman, D. Zeber, M. Zhilyaev, "Distributed Differential
-Privacy via Shuffling", EUROCRYPT 2019 (arXiv:1808.01394). Figure 1 of the cloak paper lists
-it as "Cheu et al.: ε√n messages of 1 bit, error (1/ε)·log(n/δ)", for single-user changes.
-
-Protocol (the structure of their real-summation protocol)
-    Each user rounds x to x̄ ∈ {0..k} by randomized rounding with k = ⌈ε√n⌉ levels, writes x̄
-    in unary as r >= k bits (x̄ ones followed by r − x̄ zeros), and sends every bit through
-    binary randomized response: with probability p the bit is replaced by a uniform bit,
-    otherwise it is sent as is. Each message is one bit. The analyzer counts the ones C among
-    the n·r messages and returns (C − p·n·r/2) / ((1 − p)·k), an unbiased estimate of Σ x_i.
-
-**Verification status of the constants.** The text of the paper (the randomizer's replacement
-probability as a function of (ε, δ, n) and the exact number of bits r) could not be retrieved
-with the available search tools, so the paper's constants are *not* used. Instead p is
-calibrated here by an exact numerical privacy analysis, derived as follows (this derivation is
-ours, not the paper's):
-
-* The analyzer's view is a multiset of bits, i.e. equivalent to the count C. Give the
-  adversary more: which slots were replaced, every other user's input and every output except
-  the replaced slots' bits. What remains is C = (known) + D + Bin(M, 1/2), where M is the
-  number of other users' replaced slots, M ~ Bin((n−1)·r, p), and D ∈ [0, k] is the number of
-  the target user's non-replaced ones. Neighbouring inputs shift D by at most k (also for the
-  mixtures created by randomized rounding, by joint convexity of the hockey-stick divergence).
-* So the protocol is (ε, δ_b + δ_t)-DP if the shift mechanism Bin(M0, 1/2) + s, |s| <= k,
-  is (ε, δ_b)-DP (hockey-stick divergence computed exactly from the binomial pmf by
-  :func:`binomial_shift_delta`; non-increasing in M because Bin(M+1) = Bin(M) + an independent
-  bit, a post-processing; M0 is found for s = k and re-checked for s = 1, 2, 4, …, k) and
-  P[M < M0] <= δ_t (Chernoff: exp(−N·KL(M0/N ‖ p)),
-  N = (n−1)·r). We take δ_t = δ/10 and δ_b = 9δ/10, M0 minimal, then p minimal.
-* p is rounded up to an even multiple of 2^-32 (more replacement is a post-processing, so
-  privacy is kept); a slot draws one 32-bit uniform integer u, is replaced iff u < p·2^32,
-  and the replacing bit is u's lowest bit (uniform given u < p·2^32 because p·2^32 is even).
-
-r defaults to the least r >= k for which p <= 1/2 (r = k as in the paper often needs p
-close to or above 1 for small n; the noise grows like 1/(1−p)). This choice is ours.
-
-Error: Var(one slot) = (p/2)(1 − p/2) whatever the bit, so the MSE is
-Σ ρ_i(1−ρ_i)/k² + n·r·(p/2)(1−p/2)/((1−p)k)² <= n/(4k²) + n·r·(p/2)(1−p/2)/((1−p)k)²
-(predicted_rmse), with ρ_i = frac(x_i·k).
+Reference: arXiv 1808.01394 (EUROCRYPT 2019). Each user rounds x randomly to x̄ ∈ {0..k}
+(k = ⌈ε√n⌉), writes it in unary as r >= k bits and sends every bit through binary randomized
+response (replaced by a uniform bit with probability p); the analyzer counts the ones C and
+returns (C − p·n·r/2)/((1 − p)·k), unbiased. The paper's constants were not available, so p
+is calibrated here by an exact numerical privacy analysis (:func:`binomial_shift_delta`,
+:func:`min_blanket_bits`, :func:`cheu_replacement_probability`); the derivation, which is
+ours, and the error formula are in ``docs/protocols.md``.
 """
 
 from __future__ import annotations

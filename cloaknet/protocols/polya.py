@@ -1,38 +1,14 @@
 """Pólya (negative binomial) noise whose sum over the honest users is discrete Laplace.
 
-The Pólya distribution Pólya(r, α) (r > 0, 0 < α < 1) is the negative binomial
+If each of n_h users adds X_i − Y_i with X_i, Y_i ~ Pólya(1/n_h, α) independent, the total is
+discrete Laplace, P[z] = (1−α)/(1+α)·α^|z|, which is ε-DP for sensitivity Δ when
+α = exp(−ε/Δ). Pólya(r, α) is sampled as a compound Poisson sum of logarithmic variables,
+both by inversion of binary64 uniforms with 53 random bits from the CSPRNG.
 
-    P[X = j] = Γ(j + r) / (j! Γ(r)) · (1 − α)^r · α^j,   j = 0, 1, 2, …
-
-with generating function ((1 − α)/(1 − α s))^r. The sum of independent Pólya(r_i, α) is
-Pólya(Σ r_i, α), and Pólya(1, α) is the geometric distribution; hence if each of n_h users
-adds X_i − Y_i with X_i, Y_i ~ Pólya(1/n_h, α) independent, the total is the difference of two
-geometric variables, i.e. the discrete Laplace P[z] = (1−α)/(1+α) · α^|z| (Goryczka and
-Xiong; used for distributed noise by Balle, Bell, Gascón, Nissim, "Private Summation in the
-Multi-Message Shuffle Model", CCS 2020). With α = exp(−ε/Δ) this is ε-DP for sensitivity Δ.
-
-Sampler. Pólya(r, α) is usually written as the Gamma–Poisson mixture
-Poisson(Gamma(shape r, scale α/(1−α))). This module uses the equivalent compound-Poisson
-representation (same generating function, since ln((1−α)/(1−αs)) = −ln(1−α)·(G_L(s) − 1)):
-
-    X = L_1 + … + L_N,   N ~ Poisson(λ),  λ = r · ln(1/(1−α)),
-    L_j ~ Logarithmic(α):  P[L = l] = α^l / (l · ln(1/(1−α))),  l >= 1,
-
-which avoids a Gamma draw with shape r = 1/n_h ≪ 1 and a Poisson draw with a huge mean; λ is
-small (at most ln(1/(1−α)) / n_h per user), so most users draw N = 0.
-
-* N is drawn by inversion: one uniform U ∈ (0, 1] with 53 random bits, and N is the least j
-  with U <= F(j), the Poisson CDF accumulated in binary64.
-* L is drawn by inversion of its geometric mixture representation: with U, V ∈ (0, 1]
-  uniform, Y = 1 − (1−α)^U and L = 1 + floor(ln V / ln Y) (given Y, L is geometric with
-  P[L > l] = Y^l; integrating over U gives the logarithmic law — Kemp 1981).
-
-**Approximation:** the uniforms come from the CSPRNG (``rng.token_bytes``), but the inversions
-use binary64 arithmetic (exp, log, expm1, the CDF sum): each probability is realised up to a
-relative error of a few ulps, and uniforms have 53-bit resolution. This is the only
-inexactness of the noise; it is not an exact sampler in the sense of
-:mod:`cloaknet.noise`. The privacy statements that rely on this noise (BBGN) inherit that
-approximation.
+**Approximation:** the inversions use binary64 arithmetic, so each probability is realised
+up to a few ulps; this is not an exact sampler in the sense of :mod:`cloaknet.noise`, and
+the privacy statements that rely on this noise (BBGN) inherit the approximation. Invalid
+arguments raise :class:`~cloaknet.errors.ParameterError`. Derivation: ``docs/protocols.md``.
 """
 
 from __future__ import annotations
@@ -48,7 +24,6 @@ from cloaknet.protocols.base import uniform_bits
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 
 __all__ = [
-    "discrete_laplace_pmf",
     "sample_logarithmic",
     "sample_poisson",
     "sample_polya",
@@ -165,12 +140,3 @@ def sample_polya_differences(
     minus = sample_polya(count, shape, log_alpha, rng)
     diff: NDArray[np.int64] = plus - minus
     return diff
-
-
-def discrete_laplace_pmf(z: NDArray[np.int64], log_alpha: float) -> NDArray[np.float64]:
-    """(1−α)/(1+α)·α^|z| with α = exp(log_alpha), for reporting and tests."""
-    la = _check_log_alpha(log_alpha)
-    alpha = math.exp(la)
-    coef = -math.expm1(la) / (1.0 + alpha)
-    pmf: NDArray[np.float64] = coef * np.exp(np.abs(np.asarray(z, dtype=np.float64)) * la)
-    return pmf

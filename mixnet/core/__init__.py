@@ -3,12 +3,10 @@ the per-role round machines. Nothing here touches sockets, clocks, sqlite or glo
 randomness."""
 
 from mixnet.core.intake import (
-    MAX_CLIENT_ID_LENGTH,
     BatchIntake,
     ChunkOutcome,
     EntryIntake,
-    IntakePolicy,
-    drop_duplicates,
+    drop_replays,
     mix_batch,
     onion_digest,
     split_chunks,
@@ -16,12 +14,10 @@ from mixnet.core.intake import (
 )
 
 __all__ = [
-    "MAX_CLIENT_ID_LENGTH",
     "BatchIntake",
     "ChunkOutcome",
     "EntryIntake",
-    "IntakePolicy",
-    "drop_duplicates",
+    "drop_replays",
     "mix_batch",
     "onion_digest",
     "split_chunks",

@@ -1,9 +1,9 @@
-"""The sans-I/O core of a mix node: round intake, batch assembly and mixing.
+"""Round intake bookkeeping, batch assembly and the permutation (pure).
 
 Nothing here touches sockets, clocks or global randomness: time arrives as ``now`` (unix
 seconds) and randomness through an injected ``randbelow`` (default :func:`secrets.randbelow`).
-The websocket server in :mod:`mixnet.server` feeds frames in and carries out what the core
-decides. Two intake machines exist:
+The round machines (:mod:`mixnet.core.entry`, :mod:`mixnet.core.relay`,
+:mod:`mixnet.core.sink`) keep one of these per round:
 
 * :class:`EntryIntake` — the first mix's round: client submissions of exactly ``m`` onions,
   accepted all-or-none, at most one per client id, closed by the round policy.
@@ -11,7 +11,7 @@ decides. Two intake machines exist:
   batch arriving in numbered chunks, deduplicated by (round, sender, chunk) and checked for
   consistent counts.
 
-:func:`drop_duplicates` drops replayed ciphertexts; :func:`mix_batch` applies a uniform
+:func:`drop_replays` drops replayed ciphertexts; :func:`mix_batch` applies a uniform
 permutation.
 """
 
@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mixnet.core.policy import RoundPolicy
 from mixnet.errors import (
     BadLength,
     DuplicateClient,
@@ -31,21 +32,19 @@ from mixnet.errors import (
     UnknownRound,
     WrongCount,
 )
+from mixnet.frames import MAX_CLIENT_ID_LENGTH
 
 __all__ = [
-    "MAX_CLIENT_ID_LENGTH",
     "BatchIntake",
     "ChunkOutcome",
     "EntryIntake",
-    "IntakePolicy",
-    "drop_duplicates",
+        "drop_replays",
     "mix_batch",
     "onion_digest",
     "split_chunks",
     "uniform_permutation",
 ]
 
-MAX_CLIENT_ID_LENGTH = 128
 
 RandBelow = Callable[[int], int]
 
@@ -63,30 +62,6 @@ def _item_hash(item: bytes) -> bytes:
     return hashlib.blake2b(item, digest_size=16).digest()
 
 
-@dataclass(frozen=True)
-class IntakePolicy:
-    """When the entry mix closes a round.
-
-    A round closes as soon as ``max_clients`` submissions are accepted, or at ``deadline`` if
-    at least ``min_clients`` were accepted. Below ``min_clients`` at the deadline it keeps
-    waiting (``below_min="wait"``: it then closes the moment ``min_clients`` is reached) or is
-    aborted (``"abort"``). A round never closes with fewer than ``min_clients``.
-    """
-
-    min_clients: int
-    max_clients: int
-    deadline_seconds: float
-    below_min: Literal["wait", "abort"] = "wait"
-
-    def __post_init__(self) -> None:
-        if self.min_clients < 1 or self.max_clients < self.min_clients:
-            raise ValueError("need 1 <= min_clients <= max_clients")
-        if not self.deadline_seconds > 0:
-            raise ValueError("deadline_seconds must be > 0")
-        if self.below_min not in ("wait", "abort"):
-            raise ValueError("below_min must be 'wait' or 'abort'")
-
-
 EntryStatus = Literal["open", "closed", "aborted"]
 
 
@@ -102,7 +77,7 @@ class EntryIntake:
     round_id: int
     messages: int
     onion_length: int
-    policy: IntakePolicy
+    policy: RoundPolicy
     opened_at: float
     status: EntryStatus = "open"
     accepted: dict[str, bytes] = field(default_factory=dict)  # client -> digest
@@ -195,7 +170,7 @@ class EntryIntake:
 
     def _maybe_close(self, now: float) -> bool:
         n = self.clients
-        if n >= self.policy.max_clients or (now >= self.deadline and n >= self.policy.min_clients):
+        if n >= self.policy.max_users or (now >= self.deadline and n >= self.policy.min_users):
             self.status = "closed"
             return True
         return False
@@ -204,7 +179,7 @@ class EntryIntake:
         """Apply the deadline at time ``now``; returns the (possibly new) status."""
         if self.status == "open" and now >= self.deadline:
             self._deadline_seen = True
-            if self.clients >= self.policy.min_clients:
+            if self.clients >= self.policy.min_users:
                 self.status = "closed"
             elif self.policy.below_min == "abort":
                 self.status = "aborted"
@@ -235,7 +210,8 @@ class BatchIntake:
     count: int | None = None
     received: dict[int, int] = field(default_factory=dict)  # chunk index -> payloads in it
     dropped: int = 0
-    seen: set[bytes] = field(default_factory=set)  # hashes of the round's incoming items
+    #: hash of each incoming item of the round -> the chunk index it first arrived in
+    seen: dict[bytes, int] = field(default_factory=dict)
 
     def check(
         self,
@@ -310,19 +286,27 @@ def uniform_permutation(size: int, randbelow: RandBelow = secrets.randbelow) -> 
     return perm
 
 
-def drop_duplicates(items: Sequence[bytes], seen: set[bytes]) -> tuple[list[bytes], int]:
-    """Drop items whose hash is in ``seen`` or repeats within ``items`` (first copy kept);
-    adds the kept items' hashes to ``seen``. Returns (kept items, number dropped).
+def drop_replays(
+    items: Sequence[bytes], seen: dict[bytes, int], chunk: int
+) -> tuple[list[bytes], int]:
+    """Drop the items of chunk number ``chunk`` that replay an item of another chunk of the
+    round (their hash is in ``seen`` under another index) or repeat within ``items`` (the
+    first copy is kept); record the kept items in ``seen``. Returns (kept, number dropped).
 
-    Use it on *ciphertexts* arriving at a mix: two equal onions are a replay. Never use it on
+    Deterministic: a retransmitted copy of the same chunk keeps exactly what the first copy
+    kept. Use it on *ciphertexts* arriving at a mix: two equal onions are a replay. Never on
     plaintext payloads, where equal values are legitimate.
     """
     kept: list[bytes] = []
+    local: set[bytes] = set()
     for item in items:
         h = _item_hash(item)
-        if h not in seen:
-            seen.add(h)
-            kept.append(item)
+        owner = seen.get(h)
+        if h in local or (owner is not None and owner != chunk):
+            continue
+        local.add(h)
+        seen[h] = chunk
+        kept.append(item)
     return kept, len(items) - len(kept)
 
 

@@ -58,7 +58,8 @@ TRANSITIONS: Mapping[Role, Mapping[RoundStatus, frozenset[RoundStatus]]] = Mappi
             {
                 _S.OPENING: frozenset({_S.OPEN, _S.FAILED, _S.ABORTED}),
                 _S.OPEN: frozenset({_S.CLOSED, _S.ABORTED}),
-                _S.CLOSED: frozenset({_S.MIXED}),
+                # aborted when storing submissions failed and fewer than min_users are left
+                _S.CLOSED: frozenset({_S.MIXED, _S.ABORTED}),
                 _S.MIXED: frozenset({_S.FORWARDED}),
             }
         ),

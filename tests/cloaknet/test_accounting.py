@@ -122,3 +122,23 @@ def test_error_predictions() -> None:
     assert acc.expected_rmse(100, 1000) == pytest.approx(math.sqrt(0.05**2 + 100 / 12e6))
     sd = acc.noise_std(100, 1000, 10**9 + 1, 0.999, 0.5)
     assert sd == pytest.approx(math.sqrt(50 * acc.noise_variance_bound(10**9 + 1, 0.999)) / 1000)
+
+
+@pytest.mark.parametrize(("n", "sigma", "modulus"),
+                         [(3, 0.0, 2), (10**4, 40.0, 10**4 * 2**32), (500, 21.5, 10**7 + 1)])
+def test_bbgn_achieved_sigma_inverts_the_message_bound(n: int, sigma: float, modulus: int) -> None:
+    m = acc.bbgn_messages(n, sigma, modulus)
+    assert acc.bbgn_achieved_sigma(m, n, modulus) >= sigma or m == 3
+    if m > 3:  # one message fewer would not reach sigma
+        assert acc.bbgn_achieved_sigma(m - 1, n, modulus) < sigma
+
+
+def test_bbgn_worked_example_and_preconditions() -> None:
+    # arXiv 1909.11225's abstract: 32-bit numbers, n = 10^4, 12 messages, 2^-40
+    assert acc.bbgn_messages(10**4, 40, 10**4 * 2**32) == 12
+    with pytest.raises(ParameterError, match="n"):
+        acc.bbgn_messages(2, 1.0, 7)
+    with pytest.raises(ParameterError, match="sigma"):
+        acc.bbgn_messages(10, float("nan"), 7)
+    with pytest.raises(ParameterError, match="honest"):
+        acc.bbgn_achieved_sigma(5, 2, 7)

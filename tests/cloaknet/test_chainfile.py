@@ -26,6 +26,7 @@ from cloaknet.chainfile import (
 from cloaknet.errors import CloakError
 from cloaknet.params import CloakParams, NoiseParams, share_width
 from cloaknet.planner import plan
+from cloaknet.protocols import BBGNProtocol, CloakProtocol
 from mixnet.chain import (
     ChainConfig,
     NodeInfo,
@@ -70,6 +71,12 @@ def make_config(protocol: dict[str, Any] | None = None, **policy: Any) -> ChainC
     )
 
 
+def cloak_params(chain: CloakChain) -> CloakParams:
+    """The exact parameters of a chain that runs the cloak."""
+    assert isinstance(chain.protocol, CloakProtocol)
+    return chain.protocol.params
+
+
 def single_user_params(max_users: int = 1000) -> CloakParams:
     return CloakParams(
         modulus=6823978031, precision=10000, messages=49, max_users=max_users,
@@ -83,7 +90,7 @@ def single_user_params(max_users: int = 1000) -> CloakParams:
 
 def test_explicit_single_user_params() -> None:
     chain = chain_from_config(make_config(dict(SINGLE_USER)))
-    assert chain.params == single_user_params()
+    assert cloak_params(chain) == single_user_params()
     assert chain.plan is None
     assert chain.messages == 49
     assert chain.payload_length == share_width(6823978031) == 5
@@ -91,12 +98,12 @@ def test_explicit_single_user_params() -> None:
 
 def test_explicit_params_with_modulus_beyond_64_bits() -> None:
     chain = chain_from_config(make_config(dict(SUM_PRESERVING)))
-    assert chain.params.modulus == BIG_N
-    assert chain.params.max_users == 1000  # defaults to [round].max_users
-    assert chain.params.noise is None
+    assert cloak_params(chain).modulus == BIG_N
+    assert cloak_params(chain).max_users == 1000  # defaults to [round].max_users
+    assert cloak_params(chain).noise is None
     assert chain.payload_length == 9
     as_int = chain_from_config(make_config({**SUM_PRESERVING, "modulus": 6823978031}))
-    assert as_int.params.modulus == 6823978031
+    assert cloak_params(as_int).modulus == 6823978031
 
 
 def test_fractions_may_be_integers_and_informational_keys_are_ignored() -> None:
@@ -104,7 +111,7 @@ def test_fractions_may_be_integers_and_informational_keys_are_ignored() -> None:
                 "users": 100, "colluders": 0, "epsilon": 1.0, "delta": 1e-6, "gamma": 0.25,
                 "bound": "optimized"}
     chain = chain_from_config(make_config(protocol))
-    assert chain.params.noise == NoiseParams(Fraction(208333), Fraction(1))
+    assert cloak_params(chain).noise == NoiseParams(Fraction(208333), Fraction(1))
 
 
 # --------------------------------------------------------------------------- planning
@@ -120,8 +127,8 @@ def test_plan_in_file(tmp_path: Path, mode: str) -> None:
     chain = load_chain(path)
     expected = plan(100, 1.0, 1e-6, precision=10000, mode=mode, max_users=1000)
     assert chain.plan is not None
-    assert chain.params == expected.params == chain.plan.params
-    assert chain.params.max_users == 1000
+    assert cloak_params(chain) == expected.params == chain.plan.params
+    assert cloak_params(chain).max_users == 1000
     assert chain.messages == expected.params.messages
     assert chain.config == config
 
@@ -131,7 +138,7 @@ def test_plan_users_default_to_min_users() -> None:
         make_config({"plan": {"epsilon": 1.0, "delta": 1e-6, "mode": "sum-preserving"}})
     )
     assert chain.plan is not None and chain.plan.users == 100
-    assert chain.params.precision == 1000  # the planner's default 10·users
+    assert cloak_params(chain).precision == 1000  # the planner's default 10·users
 
 
 # --------------------------------------------------------------------------- broken [protocol]
@@ -251,7 +258,7 @@ def test_write_then_load_round_trip(tmp_path: Path, with_plan: bool) -> None:
     path = tmp_path / "chain.toml"
     write_chain_file(path, config, params, made)
     chain = load_chain(path)
-    assert chain.params == params
+    assert cloak_params(chain) == params
     assert chain.plan is None  # explicit parameters in the file: nothing is re-planned
     assert chain.config.mixes == config.mixes and chain.config.policy == config.policy
     assert chain.config.sections["notes"] == {"a": 1}
@@ -264,7 +271,7 @@ def test_write_with_big_modulus_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "chain.toml"
     write_chain_file(path, make_config(), params)
     assert f'modulus = "{BIG_N}"' in path.read_text(encoding="utf-8")
-    assert load_chain(path).params == params
+    assert cloak_params(load_chain(path)) == params
 
 
 def test_write_refuses_to_overwrite(tmp_path: Path) -> None:
@@ -288,14 +295,33 @@ def test_write_rejects_params_too_small_for_the_rounds(tmp_path: Path) -> None:
 
 def test_cloak_chain_checks_its_invariants() -> None:
     with pytest.raises(ChainFileError, match=r"protocol\.max_users"):
-        CloakChain(make_config(), single_user_params(max_users=500))
+        CloakChain(make_config(), CloakProtocol(single_user_params(max_users=500)))
     made = plan(100, 1.0, 1e-6, precision=10000, max_users=1000)
     with pytest.raises(ChainFileError, match=r"protocol\.plan\.users"):
-        CloakChain(make_config(min_users=50), made.params, made)
+        CloakChain(make_config(min_users=50), CloakProtocol.from_plan(made), made)
     with pytest.raises(ChainFileError, match="differ"):
-        CloakChain(make_config(), single_user_params(), made)
-    chain = CloakChain(make_config(), made.params, made)
+        CloakChain(make_config(), CloakProtocol(single_user_params()), made)
+    # the plan's users bind even when the protocol was built without the plan
+    with pytest.raises(ChainFileError, match=r"protocol\.plan\.users"):
+        CloakChain(make_config(min_users=50), CloakProtocol(made.params), made)
+    with pytest.raises(TypeError):
+        CloakChain(make_config(), made.params)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        CloakChain(make_config(), CloakProtocol.from_plan(made), made.params)  # type: ignore[arg-type]
+    chain = CloakChain(make_config(), CloakProtocol.from_plan(made), made)
     assert chain.messages == made.params.messages
+    assert chain.payload_length == made.params.share_bytes
+    assert chain.message_modulus == made.params.modulus
+
+
+def test_chain_runs_a_comparison_protocol_only_for_its_round_size() -> None:
+    bbgn = BBGNProtocol(100, 1.0, 1e-6)
+    with pytest.raises(ChainFileError, match="exactly 100 users") as info:
+        CloakChain(make_config(), bbgn)  # rounds of 100..1000 users
+    assert info.value.field == "protocol.users"
+    chain = CloakChain(make_config(min_users=100, max_users=100), bbgn)
+    assert chain.messages == int(bbgn.messages_per_user)
+    assert chain.payload_length == bbgn.bytes_per_message
 
 
 # --------------------------------------------------------------------------- node keys
@@ -352,12 +378,11 @@ def _named_config(protocol: dict[str, object], users: int = 500) -> ChainConfig:
 def test_named_comparison_protocol_loads() -> None:
     chain = chain_from_config(_named_config(
         {"name": "bbgn", "users": 500, "epsilon": 1.0, "delta": 1e-6}))
-    assert chain.params is None and chain.protocol is not None
+    assert isinstance(chain.protocol, BBGNProtocol) and chain.plan is None
     assert chain.protocol.name == "bbgn"
     assert chain.messages == int(chain.protocol.messages_per_user)
     assert chain.payload_length == chain.protocol.bytes_per_message
-    with pytest.raises(ChainFileError, match="comparison protocol"):
-        chain.cloak()
+    assert chain.message_modulus == chain.protocol.message_modulus
 
 
 @pytest.mark.parametrize(

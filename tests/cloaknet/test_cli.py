@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from cloaknet.cli import main
+from cloaknet.protocols import CloakProtocol
 from tests.cloaknet.test_planner import JSON_KEYS
 
 
@@ -98,9 +99,38 @@ def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str
 
 
 def test_parameter_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "plan", "-n", "100", "-e", "1", "-d", "1e-6", "--colluders", "95")
+    code, _, err = run(
+        capsys, "plan", "-n", "100", "-e", "1", "-d", "1e-6", "--colluders", "95",
+        "--bound", "optimized",
+    )
     assert code == 2
     assert err.count("\n") == 1 and "0.9" in err
+
+
+def test_auto_falls_back_to_the_bound_that_applies(capsys: pytest.CaptureFixture[str]) -> None:
+    # 95 of 100 colluders: Lemma 13 (<= 0.9 n) does not apply, BBGN (>= 3 honest users) does;
+    # the table then shows no comparison with the theorem's constants (which do not apply)
+    code, out, err = run(capsys, "plan", "-n", "100", "-e", "1", "-d", "1e-6", "-c", "95")
+    assert code == 0, err
+    assert "bbgn bound" in out and "theorem constants" not in out
+    code, out, _ = run(capsys, "plan", "-n", "100", "-e", "1", "-d", "1e-6", "-c", "95", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["bound"] == "bbgn" and data["colluders"] == 95
+    assert data["alternatives"] == []
+
+
+def test_auto_skips_bbgn_when_rounds_may_be_larger(capsys: pytest.CaptureFixture[str]) -> None:
+    # split-and-mix with Polya noise is planned for exactly n users
+    code, out, _ = run(
+        capsys, "plan", "-n", "1000", "-e", "1", "-d", "1e-6", "--max-users", "5000", "--json"
+    )
+    data = json.loads(out)
+    assert code == 0 and data["bound"] == "optimized" and data["max_users"] == 5000
+    code, _, err = run(
+        capsys, "plan", "-n", "1000", "-e", "1", "-d", "1e-6", "--max-users", "5000",
+        "--bound", "bbgn",
+    )
+    assert code == 2 and "exactly n users" in err
 
 
 def test_infeasible_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,7 +141,10 @@ def test_infeasible_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_demo_sum_preserving_is_exact(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "demo", "--users", "300", "--mode", "sum-preserving", "--json")
+    # --mixes 0: the ideal shuffler in this process (tests/integration runs the networked demo)
+    code, out, _ = run(
+        capsys, "demo", "--users", "300", "--mode", "sum-preserving", "--mixes", "0", "--json"
+    )
     data = json.loads(out)
     assert code == 0
     assert data["estimate"] == data["rounded_sum"]
@@ -119,8 +152,13 @@ def test_demo_sum_preserving_is_exact(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_demo_single_user_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "demo", "--users", "200", "--data-seed", "7")
-    assert code == 0 and "estimate" in out and "true sum" in out
+    code, out, _ = run(capsys, "demo", "--users", "200", "--data-seed", "7", "--mixes", "0")
+    assert code == 0 and "estimate" in out and "true sum" in out and "ideal" in out
+
+
+def test_demo_ideal_shuffler_runs_the_cloak_only(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "demo", "--mixes", "0", "--protocol", "bbgn")
+    assert code == 2 and "cloak only" in err
 
 
 def test_console_script_entry_point() -> None:
@@ -164,8 +202,9 @@ def test_plan_toml_is_a_loadable_protocol_table(capsys: pytest.CaptureFixture[st
         sections={"protocol": protocol},
     )
     chain = chain_from_config(config)
-    assert chain.params.messages == protocol["messages"]
-    assert str(chain.params.modulus) == protocol["modulus"]
+    assert isinstance(chain.protocol, CloakProtocol)
+    assert chain.protocol.params.messages == protocol["messages"]
+    assert str(chain.protocol.params.modulus) == protocol["modulus"]
 
 
 def test_plan_auto_toml_for_bbgn_loads_as_a_named_protocol(

@@ -15,6 +15,7 @@ from scipy.stats import chisquare
 from cloaknet.encoding import (
     analyze,
     analyze_sum,
+    check_input,
     decode_share,
     encode,
     encode_share,
@@ -186,3 +187,16 @@ def test_share_bytes_round_trip_and_checks() -> None:
         decode_share(b"\xff" * 12, modulus)
     with pytest.raises(ShareError):
         encode_share(modulus, modulus)
+
+
+def test_check_input_validates_and_clips() -> None:
+    assert check_input(0.25) == 0.25
+    assert check_input(Fraction(1, 3)) == Fraction(1, 3)
+    assert check_input(1) == 1
+    assert check_input(1.5, clip=True) == 1 and check_input(-3, clip=True) == 0
+    assert check_input(float("-inf"), clip=True) == 0
+    for bad in (1.5, -0.0001, float("inf"), float("nan"), True, "0.5"):
+        with pytest.raises(InputRangeError):
+            check_input(bad)  # type: ignore[arg-type]
+    with pytest.raises(InputRangeError, match="NaN"):
+        check_input(float("nan"), clip=True)

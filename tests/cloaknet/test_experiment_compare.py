@@ -1,4 +1,4 @@
-"""`cloaknet experiment compare`: artefacts, the exact sufficient-statistic samplers, statistics."""
+"""`cloaknet experiment compare`: artefacts, typed rows, the fast path, the findings."""
 
 from __future__ import annotations
 
@@ -11,23 +11,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rich.console import Console
-from scipy import stats
 
 from cloaknet.errors import ParameterError
 from cloaknet.experiments.compare import (
     FAST_PATH_PROTOCOLS,
+    ROW_COLUMNS,
+    TRIAL_COLUMNS,
     CompareSettings,
-    _binomial_half_rejection,
-    binomial_dyadic,
-    binomial_half,
-    chi2_quantile,
     choose_method,
     input_vector,
-    rmse_interval,
     run_compare_experiment,
     simulate_trial,
     trial_rng,
 )
+from cloaknet.experiments.compare.findings import agreement, findings
+from cloaknet.experiments.compare.grid import build_cells, plan_tasks
+from cloaknet.experiments.compare.rows import CellRow, Measurement, Plan, TrialRow
+from cloaknet.experiments.compare.summary import measure
 from cloaknet.protocols import PROTOCOLS, make_protocol
 from cloaknet.randomness import DeterministicRandom
 
@@ -203,85 +203,6 @@ def test_choose_method() -> None:
     assert choose_method(central, 1000, 0) == "messages"
 
 
-# --------------------------------------------------------------------------- exact binomials
-
-
-def _gof_pvalue(samples: np.ndarray, count: int, p: float) -> float:
-    observed = np.bincount(samples, minlength=count + 1)
-    expected = stats.binom.pmf(np.arange(count + 1), count, p) * samples.size
-    keep = expected >= 5
-    scaled = expected[keep] * observed[keep].sum() / expected[keep].sum()
-    return float(stats.chisquare(observed[keep], scaled).pvalue)
-
-
-@pytest.mark.parametrize("count", [1, 2, 7, 40])
-def test_binomial_half_rejection_has_the_binomial_law(count: int) -> None:
-    rng = DeterministicRandom(f"bin/{count}")
-    samples = np.array([binomial_half(count, rng, direct_limit=0) for _ in range(6000)])
-    assert samples.min() >= 0 and samples.max() <= count
-    assert _gof_pvalue(samples, count, 0.5) > 1e-3
-
-
-def test_binomial_half_exact_fallback_has_the_binomial_law() -> None:
-    rng = DeterministicRandom("exact")
-    samples = np.array([_binomial_half_rejection(12, rng, force_exact=True) for _ in range(5000)])
-    assert _gof_pvalue(samples, 12, 0.5) > 1e-3
-
-
-def test_binomial_half_popcount_and_large_counts() -> None:
-    rng = DeterministicRandom("large")
-    assert binomial_half(0, rng) == 0
-    small = np.array([binomial_half(13, rng) for _ in range(4000)])
-    assert _gof_pvalue(small, 13, 0.5) > 1e-3
-    big = 10**9
-    draws = np.array([binomial_half(big, rng) for _ in range(400)], dtype=np.float64)
-    sd = math.sqrt(big / 4)
-    assert abs(draws.mean() - big / 2) <= 4.5 * sd / math.sqrt(400)
-    assert abs(draws.var(ddof=1) / sd**2 - 1) <= 0.35
-    with pytest.raises(ParameterError):
-        binomial_half(-1, rng)
-
-
-@pytest.mark.parametrize("direct_limit", [0, 1 << 16])
-def test_binomial_dyadic_has_the_binomial_law(direct_limit: int) -> None:
-    rng = DeterministicRandom(f"dyadic/{direct_limit}")
-    samples = np.array(
-        [binomial_dyadic(30, 5, 4, rng, direct_limit=direct_limit) for _ in range(5000)]
-    )
-    assert _gof_pvalue(samples, 30, 5 / 16) > 1e-3
-    assert binomial_dyadic(9, 16, 4, rng) == 9
-    assert binomial_dyadic(9, 0, 4, rng) == 0
-    with pytest.raises(ParameterError):
-        binomial_dyadic(9, 17, 4, rng)
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-@pytest.mark.parametrize("df", [1, 2, 5, 10, 51, 999, 5000])
-def test_chi2_quantile_matches_scipy(df: int) -> None:
-    for p in (0.025, 0.5, 0.975):
-        expected = stats.chi2.ppf(p, df)
-        tolerance = 1e-9 if df <= 1000 else 1e-3
-        assert chi2_quantile(p, df) == pytest.approx(expected, rel=tolerance)
-    with pytest.raises(ParameterError):
-        chi2_quantile(1.0, df)
-
-
-def test_rmse_interval() -> None:
-    assert rmse_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)
-    gaussian = np.random.default_rng(0).normal(0.0, 2.0, 200).tolist()  # test data only
-    rmse, low, high = rmse_interval(gaussian)
-    assert low < 2.0 < high and low < rmse < high
-    # a heavy-tailed sample with the same RMSE gets a wider interval
-    heavy = [0.0] * 190 + [rmse * math.sqrt(20)] * 10
-    rmse_h, low_h, high_h = rmse_interval(heavy)
-    assert rmse_h == pytest.approx(rmse)
-    assert high_h - low_h > high - low
-    with pytest.raises(ParameterError):
-        rmse_interval([])
-
-
 # --------------------------------------------------------------------------- settings, data
 
 
@@ -323,3 +244,96 @@ def test_input_data_and_streams_are_reproducible() -> None:
     one = trial_rng(4, "cheu", 500, 1.0, 1e-6, 0).token_bytes(16)
     assert one == trial_rng(4, "cheu", 500, 1.0, 1e-6, 0).token_bytes(16)
     assert one != trial_rng(4, "cheu", 500, 1.0, 1e-6, 1).token_bytes(16)
+
+
+# --------------------------------------------------------------------------- typed rows, grid
+
+
+def test_files_and_return_value_use_the_row_columns(
+    tiny_run: tuple[Path, dict[str, object]],
+) -> None:
+    out, result = tiny_run
+    with (out / "compare.csv").open() as handle:
+        assert tuple(next(csv.reader(handle))) == ROW_COLUMNS
+    with (out / "trials.csv").open() as handle:
+        assert tuple(next(csv.reader(handle))) == TRIAL_COLUMNS
+    rows = result["rows"]
+    assert isinstance(rows, list)
+    assert all(tuple(r) == ROW_COLUMNS for r in rows)
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["users"] == [100, 1000] and settings["max_messages_per_trial"] == 50_000
+
+
+def test_tasks_cover_every_trial_of_every_feasible_cell_once() -> None:
+    settings = CompareSettings(
+        users=(100, 2000),
+        epsilons=(1.0,),
+        delta=1e-6,
+        trials=7,
+        jobs=3,
+        seed=None,
+        quick=False,
+    )
+    cells = build_cells(settings)
+    tasks = plan_tasks(settings, cells)
+    covered: dict[tuple[str, int], list[int]] = {}
+    for task in tasks:
+        covered.setdefault((task.protocol, task.users), []).extend(
+            range(task.first, task.first + task.count)
+        )
+    feasible = {(c.name, c.users) for c in cells if c.plan is not None}
+    assert set(covered) == feasible
+    assert all(sorted(trials) == list(range(7)) for trials in covered.values())
+    assert any(c.plan is None for c in cells)  # the blanket at n = 100
+
+
+def _trial(trial: int, error: float) -> TrialRow:
+    return TrialRow("central", 10, 1.0, 1e-6, trial, "messages", error, 0.0, error, 0.5)
+
+
+def test_measure_summarises_the_errors() -> None:
+    m = measure([_trial(1, -1.0), _trial(0, 3.0), _trial(2, 1.0)], predicted_rmse=2.0)
+    assert m is not None
+    assert m.measured_rmse == pytest.approx(math.sqrt(11 / 3))
+    assert m.rmse_ci_low < m.measured_rmse < m.rmse_ci_high
+    assert m.mean_error == pytest.approx(1.0) and m.std_error == pytest.approx(2.0)
+    assert m.max_abs_error == 3.0 and m.trials == 3 and m.seconds == pytest.approx(1.5)
+    assert m.measured_over_predicted == pytest.approx(math.sqrt(11 / 3) / 2)
+    one = measure([_trial(0, 2.0)], predicted_rmse=0.0)
+    assert one is not None and one.std_error == 0.0 and one.measured_over_predicted is None
+    assert measure([], predicted_rmse=1.0) is None
+
+
+def _cell(protocol: str, n: int, rmse: float, low: float, high: float, predicted: float) -> CellRow:
+    plan = Plan(1.0, 8, 1, 1.0, 10, predicted, predicted, 0.0)
+    measured = Measurement(rmse, low, high, 0.0, rmse, rmse, rmse / predicted, 10, 1.0)
+    return CellRow(protocol, n, 1.0, 1e-6, None, "messages", plan, measured)
+
+
+def test_agreement_counts_the_cells_whose_prediction_is_inside_the_interval() -> None:
+    rows = [
+        _cell("central", 100, 1.0, 0.8, 1.3, 1.1),
+        _cell("bbgn", 100, 1.0, 0.8, 1.3, 2.0),
+        CellRow("blanket", 100, 1.0, 1e-6, "InfeasiblePlanError: gamma > 1", None),
+    ]
+    text = agreement(rows)
+    assert "in 1 of 2 cells" in text
+    assert "Outside: bbgn n = 10^2 ε = 1 (measured 1, predicted 2)" in text
+    assert agreement(rows[2:]) == "No feasible cell was measured."
+
+
+def test_findings_compare_bbgn_with_central() -> None:
+    settings = CompareSettings(
+        users=(100, 1000), epsilons=(1.0,), delta=1e-6, trials=2, jobs=1, seed=None, quick=False
+    )
+    rows = [
+        _cell("central", 100, 1.0, 0.8, 1.3, 1.0),
+        _cell("bbgn", 100, 2.0, 1.6, 2.6, 1.0),
+        _cell("central", 1000, 1.0, 0.8, 1.3, 1.0),
+        _cell("bbgn", 1000, 1.1, 0.9, 1.4, 1.0),
+    ]
+    sentences = findings(settings, rows, 1.0)
+    bbgn = next(s for s in sentences if s.startswith("bbgn's measured RMSE"))
+    assert "1.1× (n = 10^3) to 2× (n = 10^2)" in bbgn
+    assert "(they do not at every n: see the full table)." in bbgn
+    assert any("the lowest measured RMSE" in s and "bbgn's 2 " in s for s in sentences)

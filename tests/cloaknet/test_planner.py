@@ -165,15 +165,12 @@ def test_message_cap_is_reported() -> None:
 
 
 def test_bbgn_bound_for_sum_preserving_changes() -> None:
-    from cloaknet.planner import bbgn_achieved_sigma
-    from cloaknet.protocols import bbgn_messages
-
     result = plan(10**4, 1.0, 1e-6, mode="sum-preserving", bound="bbgn")
     prm = result.params
     assert result.meets_target and result.epsilon == 0 and result.delta <= 1e-6
-    assert prm.messages == max(4, bbgn_messages(10**4, -math.log2(1e-6 * (1 - 1e-9)),
+    assert prm.messages == max(4, acc.bbgn_messages(10**4, -math.log2(1e-6 * (1 - 1e-9)),
                                                 prm.modulus))
-    assert 2.0 ** -bbgn_achieved_sigma(prm.messages, 10**4, prm.modulus) == result.delta
+    assert 2.0 ** -acc.bbgn_achieved_sigma(prm.messages, 10**4, prm.modulus) == result.delta
     assert prm.messages < plan(10**4, 1.0, 1e-6, mode="sum-preserving").params.messages
     assert result.to_json()["gamma"] is None
     with pytest.raises(ParameterError, match="Pólya"):

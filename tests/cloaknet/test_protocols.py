@@ -9,6 +9,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from cloaknet import accounting as acc
+from cloaknet.encoding import encode
 from cloaknet.errors import (
     InfeasiblePlanError,
     InputRangeError,
@@ -16,13 +18,16 @@ from cloaknet.errors import (
     ShareCountError,
     ShareError,
 )
+from cloaknet.planner import plan
 from cloaknet.protocols import (
     PROTOCOLS,
     BBGNProtocol,
     BlanketProtocol,
     CentralProtocol,
     CheuProtocol,
+    CloakProtocol,
     SummationProtocol,
+    bbgn_plan,
     make_protocol,
 )
 from cloaknet.randomness import DeterministicRandom
@@ -273,3 +278,108 @@ def test_central_noise_is_exact_discrete_laplace_scale() -> None:
     draws = np.array([proto.sample_noise(rng) for _ in range(4000)])
     alpha = math.exp(-0.5 / 7)
     assert float(np.var(draws)) == pytest.approx(2 * alpha / (1 - alpha) ** 2, rel=0.15)
+
+
+# --------------------------------------------------------------------------- encode_value
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_encode_value_is_one_users_messages(
+    name: str, protocols: dict[str, SummationProtocol]
+) -> None:
+    proto = protocols[name]
+    rng = DeterministicRandom(f"value-{name}")
+    messages = proto.encode_value(0.37, rng)
+    assert len(messages) == int(proto.messages_per_user) == proto.message_count
+    assert all(type(v) is int and 0 <= v < proto.message_modulus for v in messages)
+    # the same random stream gives the same messages; clip=True clips into [0, 1]
+    assert proto.encode_value(0.37, DeterministicRandom(f"value-{name}")) == messages
+    for outside, inside in ((1.5, 1.0), (-2.0, 0.0), (float("inf"), 1.0)):
+        clipped = proto.encode_value(outside, DeterministicRandom("c"), clip=True)
+        assert clipped == proto.encode_value(inside, DeterministicRandom("c"))
+    for bad in (float("nan"), 1.5, -0.1, float("inf"), "0.5", True, None):
+        with pytest.raises(InputRangeError):
+            proto.encode_value(bad, rng)  # type: ignore[arg-type]
+    with pytest.raises(InputRangeError):
+        proto.encode_value(float("nan"), rng, clip=True)
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_encode_value_per_user_sums_correctly(
+    name: str, protocols: dict[str, SummationProtocol]
+) -> None:
+    """A round made of encode_value calls (as the client library makes it) is analyzed like
+    one made by encode_many: the estimate is within a few predicted RMSEs of the sum."""
+    proto = protocols[name]
+    x = _values(USERS, seed=21)
+    rng = DeterministicRandom(f"users-{name}")
+    rows = np.array([proto.encode_value(float(v), rng) for v in x], dtype=np.int64)
+    estimate = proto.analyze(shuffle(rows, rng), USERS, rng=rng)
+    assert abs(estimate - float(np.sum(x))) <= 6 * proto.predicted_rmse_for(x) + 1e-9
+
+
+def test_cloak_encode_value_is_algorithm_1_exactly(
+    protocols: dict[str, SummationProtocol],
+) -> None:
+    for name in ("cloak-single-user", "cloak-sum-preserving"):
+        proto = protocols[name]
+        assert isinstance(proto, CloakProtocol)
+        for x in (0.0, 0.123456789, 1.0, Fraction(1, 3)):
+            shares = proto.encode_value(x, DeterministicRandom("alg1"))
+            assert shares == encode(x, proto.params, DeterministicRandom("alg1"))
+    sp = protocols["cloak-sum-preserving"]
+    assert isinstance(sp, CloakProtocol)
+    k, modulus = sp.params.precision, sp.params.modulus
+    # floor(x·k) of the exact value, not of a float rounded to a coarser grid
+    tiny = 2.0**-60
+    for x in (Fraction(1, 3), 1 - 2.0**-53, tiny, 0.1):
+        total = sum(sp.encode_value(x, DeterministicRandom("exact"))) % modulus
+        assert total == math.floor(Fraction(x) * k)
+
+
+# --------------------------------------------------------------------------- construction
+
+
+def test_cloak_from_explicit_parameters_claims_no_privacy() -> None:
+    made = plan(100, 1.0, 1e-6, mode="single-user", max_users=300)
+    explicit = CloakProtocol(made.params)
+    assert explicit.plan is None and explicit.name == "cloak-single-user"
+    assert math.isnan(explicit.epsilon) and math.isnan(explicit.delta)
+    assert explicit.users == 300 and explicit.min_round_users == 1
+    assert explicit.max_round_users == 300
+    info = explicit.describe()
+    assert info["epsilon"] is None and info["privacy_epsilon"] is None
+    json.loads(json.dumps(info, allow_nan=False))
+    planned = CloakProtocol.from_plan(made)
+    assert planned.plan is made and planned.users == 100 and planned.epsilon == 1.0
+    assert (planned.min_round_users, planned.max_round_users) == (100, 300)
+    assert planned.predicted_rmse() == made.expected_rmse
+    # without the plan the planner's model is computed from the parameters, for max_users
+    prm = made.params
+    assert prm.noise is not None
+    sd = acc.noise_std(300, prm.precision, prm.modulus, prm.noise.p, float(prm.noise.q))
+    assert explicit.predicted_rmse() == acc.expected_rmse(300, prm.precision, sd)
+    assert explicit.predicted_rmse() > planned.predicted_rmse()
+    other = plan(100, 1.0, 1e-6, mode="sum-preserving")
+    with pytest.raises(ParameterError, match="differ"):
+        CloakProtocol(made.params, other)
+    with pytest.raises(TypeError):
+        CloakProtocol(made)  # type: ignore[arg-type]
+
+
+def test_bbgn_from_plan_is_the_planned_protocol() -> None:
+    built = BBGNProtocol(500, 1.0, 1e-6, colluders=10)
+    again = BBGNProtocol.from_plan(bbgn_plan(500, 1.0, 1e-6, 10))
+    assert again.plan == built.plan
+    assert (again.users, again.epsilon, again.delta) == (built.users, built.epsilon, built.delta)
+    assert again.describe() == built.describe()
+    with pytest.raises(TypeError):
+        BBGNProtocol.from_plan(plan(500, 1.0, 1e-6))  # type: ignore[arg-type]
+
+
+def test_round_sizes_default_to_the_planned_users(
+    protocols: dict[str, SummationProtocol],
+) -> None:
+    for name in ("blanket", "cheu", "central", "bbgn"):
+        proto = protocols[name]
+        assert proto.min_round_users == proto.max_round_users == USERS

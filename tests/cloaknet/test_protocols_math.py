@@ -16,7 +16,6 @@ from cloaknet.protocols.base import randomized_round, round_up_decisions
 from cloaknet.protocols.blanket import BlanketProtocol, blanket_worst_mse
 from cloaknet.protocols.cheu import binomial_shift_delta, min_blanket_bits
 from cloaknet.protocols.polya import (
-    discrete_laplace_pmf,
     sample_logarithmic,
     sample_poisson,
     sample_polya,
@@ -74,6 +73,12 @@ def _chi_square_against(samples: np.ndarray, pmf: dict[int, float], tail_low: fl
     result = stats.chisquare(np.array(observed)[keep], expected[keep] * (
         np.sum(np.array(observed)[keep]) / np.sum(expected[keep])))
     return float(result.pvalue)
+
+
+def discrete_laplace_pmf(z: np.ndarray, log_alpha: float) -> np.ndarray:
+    """(1−α)/(1+α)·α^|z| with α = exp(log_alpha): the reference distribution."""
+    alpha = math.exp(log_alpha)
+    return -math.expm1(log_alpha) / (1.0 + alpha) * np.exp(np.abs(z.astype(np.float64)) * log_alpha)
 
 
 def test_summed_polya_noise_is_discrete_laplace() -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
+import os
 import pickle
 import tomllib
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +18,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 from nacl.signing import SigningKey, VerifyKey
 
+import mixnet.core.policy
 from mixnet.chain import (
     DEFAULT_CHUNK_SIZE,
+    MAX_CHUNK_SIZE,
+    NAME_PATTERN,
+    RESERVED_SECTIONS,
+    ChainConfig,
     ChainConfigError,
     NodeInfo,
+    PolicyError,
     RoundPolicy,
     host_port,
     load_chain_config,
     parse_chain_config,
     render_chain_config,
+    render_table,
     write_chain_config,
 )
 from mixnet.errors import MixnetError
@@ -161,31 +171,153 @@ def test_round_trip_of_awkward_sections(tmp_path: Path) -> None:
     assert loaded.analyzer.identity is None
 
 
-@given(
-    st.dictionaries(
-        st.text(st.characters(exclude_categories=["Cs"]), max_size=8),
-        st.one_of(
-            st.text(st.characters(exclude_categories=["Cs"])),
-            st.integers(-(1 << 63), (1 << 63) - 1),
-            st.floats(allow_nan=False),
-            st.booleans(),
-        ),
-        max_size=5,
-    )
+# Strategies for whole valid chains (property test: render -> parse -> equal).
+TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
+NAMES = st.from_regex(NAME_PATTERN, fullmatch=True)
+HOSTS = st.sampled_from(
+    ["127.0.0.1", "localhost", "Node-1.Example.org", "[::1]", "[2001:db8::7]", "10.0.0.7"]
 )
-def test_any_scalar_section_round_trips(section: dict[str, Any]) -> None:
-    data = valid_data()
-    data["protocol"] = section
-    config = parse_chain_config(data, source="x")
-    assert parse_chain_config(tomllib.loads(render_chain_config(config)), source="y") == config
+SCHEMES, SLASHES = st.sampled_from(["ws", "wss"]), st.sampled_from(["", "/"])
+DEADLINES = st.floats(min_value=0, exclude_min=True, allow_infinity=False) | st.integers(1, 10**6)
+IDENTITIES = st.binary(min_size=32, max_size=32).map(lambda seed: SigningKey(seed).verify_key)
+OFFSETS = st.integers(-1439, 1439).map(
+    lambda minutes: datetime.timezone(datetime.timedelta(minutes=minutes))
+)
+SCALARS = st.one_of(
+    st.text(st.characters(exclude_categories=["Cs"])), st.integers(-(1 << 63), (1 << 63) - 1),
+    st.floats(allow_nan=False), st.booleans(),
+    st.dates(), st.times(), st.datetimes(), st.datetimes(timezones=OFFSETS),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(TEXT, children, max_size=4),
+    max_leaves=12,
+)
+SECTIONS = st.dictionaries(
+    TEXT.filter(lambda name: name not in RESERVED_SECTIONS),
+    st.dictionaries(TEXT, VALUES, max_size=5),
+    max_size=3,
+)
 
 
-def test_render_rejects_values_toml_cannot_hold() -> None:
+@st.composite
+def chains(draw: st.DrawFn) -> ChainConfig:
+    """A random valid :class:`ChainConfig` (1 to 4 mixes, analyzer with or without key)."""
+    size = draw(st.integers(2, 5))  # 1 to 4 mixes and the analyzer
+    names = draw(st.lists(NAMES, min_size=size, max_size=size, unique=True))
+    ports = draw(st.lists(st.integers(1, 65535), min_size=size, max_size=size, unique=True))
+    urls = [f"{draw(SCHEMES)}://{draw(HOSTS)}:{port}{draw(SLASHES)}" for port in ports]
+    mixes = tuple(
+        NodeInfo(name, url, draw(IDENTITIES))
+        for name, url in zip(names[:-1], urls[:-1], strict=True)
+    )
+    analyzer = NodeInfo(names[-1], urls[-1], draw(st.none() | IDENTITIES))
+    min_users = draw(st.integers(1, 10**9))
+    policy = RoundPolicy(
+        min_users=min_users,
+        max_users=min_users + draw(st.integers(0, 10**9)),
+        deadline_seconds=draw(DEADLINES),
+        below_min=draw(st.sampled_from(["wait", "abort"])),
+        chunk_size=draw(st.integers(1, MAX_CHUNK_SIZE)),
+    )
+    return ChainConfig(
+        chain_id=draw(NAMES), mixes=mixes, analyzer=analyzer, policy=policy,
+        sections=draw(SECTIONS),
+    )
+
+
+@given(chains())
+def test_any_valid_chain_round_trips(config: ChainConfig) -> None:
+    text = render_chain_config(config)
+    loaded = parse_chain_config(tomllib.loads(text), source="y")
+    assert loaded == config
+    assert list(loaded.sections) == list(config.sections)
+    assert dict(loaded.sections) == dict(config.sections)
+
+
+UTC_PLUS_15S = datetime.timezone(datetime.timedelta(seconds=15))
+UNWRITABLE: list[dict[Any, Any]] = [
+    {"n": 1 << 64}, {"n": -(1 << 63) - 1}, {"n": [1, [1 << 63]]}, {"n": None},
+    {"n": {"deep": None}}, {"n": b"bytes"}, {"n": Decimal("1.5")}, {"n": "\ud800"},
+    {"\ud800": 1}, {1: 2}, {"n": {2: 3}}, {"n": datetime.time(1, 2, tzinfo=datetime.UTC)},
+    {"n": datetime.datetime(2000, 1, 1, tzinfo=UTC_PLUS_15S)},
+]
+
+
+@pytest.mark.parametrize("bad", UNWRITABLE, ids=repr)
+def test_render_rejects_values_toml_cannot_hold(bad: dict[Any, Any]) -> None:
     base = parse_chain_config(valid_data(), source="x")
-    for bad in ({"n": 1 << 64}, {"n": None}, {"n": b"bytes"}, {"n": "\ud800"}, {1: 2}):
-        config = dataclasses.replace(base, sections={"protocol": bad})
-        with pytest.raises(ValueError):
-            render_chain_config(config)
+    config = dataclasses.replace(base, sections={"protocol": bad})
+    with pytest.raises(ValueError):
+        render_chain_config(config)
+    with pytest.raises(ValueError):
+        render_table("protocol", bad)
+
+
+def test_render_rejects_wrong_arguments() -> None:
+    with pytest.raises(TypeError):
+        render_chain_config(valid_data())  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        render_table("protocol", [1, 2])  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        render_table(1, {})  # type: ignore[arg-type]
+
+
+def test_one_policy_type() -> None:
+    assert RoundPolicy is mixnet.core.policy.RoundPolicy
+    assert PolicyError is mixnet.core.policy.PolicyError
+    assert DEFAULT_CHUNK_SIZE == mixnet.core.policy.DEFAULT_CHUNK_SIZE
+    assert MAX_CHUNK_SIZE == mixnet.core.policy.MAX_CHUNK_SIZE
+    assert isinstance(parse_chain_config(valid_data(), source="x").policy,
+                      mixnet.core.policy.RoundPolicy)
+
+
+def test_rendered_layout() -> None:
+    text = render_chain_config(parse_chain_config(valid_data(), source="x"))
+    mixes = "".join(
+        f'[[mix]]\nname = "mix{index}"\nurl = "ws://127.0.0.1:900{index}"\n'
+        f'identity = "{public_key_text(KEYS[index])}"\n\n'
+        for index in range(3)
+    )
+    assert text == (
+        '[chain]\nid = "demo"\n\n'
+        + mixes
+        + '[analyzer]\nname = "analyzer"\nurl = "ws://127.0.0.1:9100"\n'
+        f'identity = "{public_key_text(KEYS[3])}"\n\n'
+        "[round]\nmin_users = 100\nmax_users = 1000\ndeadline_seconds = 30.0\n"
+        'below_min = "wait"\nchunk_size = 512\n\n'
+        '[protocol]\nmode = "single-user"\nmodulus = "6823978027"\nmessages = 49\n\n'
+        "[protocol.plan]\nusers = 100\nepsilon = 1.0\n"
+    )
+
+
+def test_short_mixes_are_still_tables_of_an_array() -> None:
+    config = ChainConfig(
+        chain_id="c",
+        mixes=(NodeInfo("a", "ws://a:1", KEYS[0]), NodeInfo("b", "ws://b:2", KEYS[1])),
+        analyzer=NodeInfo("z", "ws://z:3"),
+        policy=RoundPolicy(1, 1, 1),
+    )
+    text = render_chain_config(config)
+    assert text.count("[[mix]]\n") == 2 and "mix =" not in text
+    assert parse_chain_config(tomllib.loads(text), source="x") == config
+
+
+def test_render_table_loads_back() -> None:
+    table: dict[str, Any] = {
+        "name": "bbgn",
+        "users": 100,
+        "nested": {"deep": {"x": [1, 2]}, "empty": {}},
+        "rows": [{"a": "x" * 120}, {"b": 2}],
+        "short_rows": [{"a": 1}],
+        "after": datetime.date(2024, 2, 29),
+    }
+    text = render_table("protocol", table)
+    assert text.startswith('[protocol]\nname = "bbgn"\n')
+    assert tomllib.loads(text) == {"protocol": table}
+    assert render_table("empty", {}) == "[empty]\n"
+    assert render_table("a b", {"k": 1}) == '["a b"]\nk = 1\n'
 
 
 def test_sections_are_a_read_only_copy() -> None:
@@ -277,8 +409,11 @@ BROKEN: list[tuple[str, Mutation, str, str]] = [
     ("bool deadline", _set("round.deadline_seconds", True), "round.deadline_seconds",
      "got boolean"),
     ("below_min", _set("round.below_min", "later"), "round.below_min", '"wait" or "abort"'),
-    ("zero chunk", _set("round.chunk_size", 0), "round.chunk_size", ">= 1"),
-    ("huge chunk", _set("round.chunk_size", 65537), "round.chunk_size", "<= 65536"),
+    ("zero chunk", _set("round.chunk_size", 0), "round.chunk_size", "in 1..65536, got 0"),
+    ("huge chunk", _set("round.chunk_size", 65537), "round.chunk_size", "in 1..65536"),
+    ("str chunk", _set("round.chunk_size", "9"), "round.chunk_size", "integer, got string"),
+    ("int below_min", _set("round.below_min", 1), "round.below_min", "string, got integer"),
+    ("long below_min", _set("round.below_min", "x" * 10_000), "round.below_min", "'xxx"),
     ("unknown round key", _set("round.deadline", 3), "round.deadline", "unknown key"),
     ("top-level scalar", _set("version", 1), "version", "expected a table"),
     ("top-level array", _set("extra", [{"a": 1}]), "extra", "expected a table, got array"),
@@ -304,6 +439,7 @@ def test_broken_data_names_the_field(mutate: Mutation, field: str, fragment: str
     assert error.code == "bad-chain-config"
     assert isinstance(error, MixnetError) and isinstance(error, ValueError)
     assert "s3cr3t" not in message
+    assert len(message) < 200
 
 
 def test_broken_file_on_disk_names_the_file(tmp_path: Path) -> None:
@@ -369,9 +505,14 @@ def test_direct_construction_is_validated() -> None:
     with pytest.raises(ChainConfigError) as info:
         NodeInfo("n", "ws://h:1", identity=b"\x00" * 32)  # type: ignore[arg-type]
     assert info.value.field == "identity"
-    with pytest.raises(ChainConfigError) as info:
+    with pytest.raises(PolicyError) as policy_info:
         RoundPolicy(10, 5, 1.0)
-    assert info.value.field == "max_users"
+    assert policy_info.value.field == "max_users"
+    assert not isinstance(policy_info.value, ChainConfigError)
+    assert isinstance(policy_info.value, ValueError)
+    with pytest.raises(ChainConfigError) as info:
+        dataclasses.replace(good, policy=object())  # type: ignore[arg-type]
+    assert info.value.field == "round"
     with pytest.raises(ChainConfigError) as info:
         dataclasses.replace(good, mixes=(NodeInfo("m", "ws://h:1"),))
     assert info.value.field == "mix[0].identity"
@@ -415,3 +556,23 @@ def test_write_refuses_to_overwrite(tmp_path: Path) -> None:
     write_chain_config(path, other, overwrite=True)
     assert load_chain_config(path).chain_id == "other"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.toml"]
+
+
+def test_written_file_mode_and_contents(tmp_path: Path) -> None:
+    config = parse_chain_config(valid_data(), source="x")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for overwrite in (False, True):
+        path = tmp_path / "chain.toml"
+        write_chain_config(path, config, overwrite=overwrite)
+        assert path.stat().st_mode & 0o777 == 0o644 & ~umask
+        assert path.read_text(encoding="utf-8") == render_chain_config(config)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.toml"]
+
+
+def test_unwritable_config_leaves_no_file(tmp_path: Path) -> None:
+    base = parse_chain_config(valid_data(), source="x")
+    config = dataclasses.replace(base, sections={"protocol": {"n": None}})
+    with pytest.raises(ValueError):
+        write_chain_config(tmp_path / "chain.toml", config)
+    assert list(tmp_path.iterdir()) == []

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cloaknet.collusion import (
+from cloaknet.adversary import (
     BEHAVIOURS,
     Behaviour,
     Mode,

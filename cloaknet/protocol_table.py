@@ -1,0 +1,467 @@
+"""The chain file's ``[protocol]`` table: reading it into a protocol, and writing it.
+
+Three forms (``docs/chainfile.md``): the cloak's explicit parameters (what
+:func:`protocol_section` writes), ``plan = {...}`` (the cloak, planned when the file is
+loaded), and ``name = "bbgn" | "blanket" | "cheu"`` (a comparison protocol planned for
+exactly ``users`` users). :func:`read_protocol_table` turns any of them into a
+:class:`~cloaknet.protocols.base.SummationProtocol`; every problem is a
+:class:`ChainFileError` naming the field. :mod:`cloaknet.chainfile` adds the generic chain
+and the file itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from cloaknet import planner
+from cloaknet.errors import CloakError, InfeasiblePlanError, ParameterError
+from cloaknet.params import MODES, CloakParams, NoiseParams
+from cloaknet.planner import BOUNDS, Plan
+from cloaknet.plans import SelectedPlan
+from cloaknet.protocols import CloakProtocol, SummationProtocol, make_protocol
+from mixnet.chain import RoundPolicy
+
+__all__ = [
+    "CHAIN_PROTOCOLS",
+    "ChainFileError",
+    "check_policy",
+    "protocol_section",
+    "read_protocol_table",
+    "selected_section",
+]
+
+#: Comparison protocols a chain can run by name (the cloak is run by the explicit or
+#: ``plan`` forms; the trusted curator cannot run in a chain).
+CHAIN_PROTOCOLS = ("blanket", "cheu", "bbgn")
+_NAMED_KEYS = ("name", "users", "epsilon", "delta", "colluders", "precision")
+#: The ``[protocol]`` keys that define the cloak's parameters.
+_EXPLICIT_KEYS = (
+    "mode",
+    "messages",
+    "modulus",
+    "precision",
+    "max_users",
+    "noise_scale",
+    "noise_q",
+)
+#: Keys a plan adds for people to read; ignored when loading (``users`` is checked).
+_INFO_KEYS = ("users", "colluders", "epsilon", "delta", "gamma", "bound")
+#: Arguments of ``[protocol].plan`` (those of :func:`cloaknet.planner.plan`).
+_PLAN_KEYS = (
+    "users",
+    "epsilon",
+    "delta",
+    "mode",
+    "precision",
+    "colluders",
+    "bound",
+    "max_messages",
+    "max_rmse",
+)
+_DIGITS = re.compile(r"[0-9]+")
+_FRACTION = re.compile(r"([0-9]+)(?:/([0-9]+))?")
+_SHOWN_VALUE_LENGTH = 60
+
+
+class ChainFileError(CloakError, ValueError):
+    """A chain file cannot be read, written or used by cloaknet.
+
+    The message is one line ``"<source>: <field path>: <problem>"`` (unknown parts left
+    out), e.g. ``chain.toml: protocol.noise_scale: expected an exact fraction string like
+    "208333/1", got float``. Errors of the generic chain (:class:`~mixnet.chain.ChainConfigError`)
+    and of the planner or :class:`~cloaknet.params.CloakParams` are wrapped into this type,
+    keeping their reason. The parts are also available as :attr:`source`, :attr:`field`
+    and :attr:`problem`.
+    """
+
+    def __init__(
+        self, problem: str, *, source: str | None = None, field: str | None = None
+    ) -> None:
+        self.source = source
+        self.field = field
+        self.problem = _one_line(problem)
+        super().__init__(
+            _one_line(": ".join(part for part in (source, field, self.problem) if part))
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle/copy with :attr:`source`, :attr:`field` and :attr:`problem` kept."""
+        return (_rebuild_error, (self.problem, self.source, self.field))
+
+
+def _rebuild_error(problem: str, source: str | None, field: str | None) -> ChainFileError:
+    """Unpickling helper of :class:`ChainFileError`."""
+    return ChainFileError(problem, source=source, field=field)
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every non-printable character (newlines included) made a space."""
+    return "".join(char if char.isprintable() else " " for char in text).strip()
+
+
+def _show(value: object) -> str:
+    """``repr(value)``, shortened for messages."""
+    text = repr(value)
+    if len(text) > _SHOWN_VALUE_LENGTH:
+        text = text[: _SHOWN_VALUE_LENGTH - 3] + "..."
+    return text
+
+
+def _type_name(value: object) -> str:
+    """The TOML name of ``value``'s type."""
+    names = {bool: "boolean", int: "integer", float: "float", str: "string", dict: "table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _int(value: object, path: str) -> int:
+    """``value`` if it is an int (not a bool); else :class:`ChainFileError` naming ``path``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ChainFileError(f"expected an integer, got {_type_name(value)}", field=path)
+    return value
+
+
+def _number(value: object, path: str, *, kind: str) -> float:
+    """``value`` as a float if it is an int or float (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ChainFileError(f"expected a number, got {kind}", field=path)
+    return float(value)
+
+
+def _required(table: Mapping[str, Any], key: str, path: str) -> Any:
+    """``table[key]``; :class:`ChainFileError` naming ``path.key`` if missing."""
+    if key not in table:
+        raise ChainFileError("missing", field=f"{path}.{key}")
+    return table[key]
+
+
+def _check_users(users: int, min_users: int, *, field: str) -> None:
+    """:class:`ChainFileError` at ``field`` if privacy was planned for more users than
+    ``min_users`` (a round may close with that few)."""
+    if users > min_users:
+        raise ChainFileError(
+            f"privacy is planned for {users} users, but rounds may close with "
+            f"[round].min_users = {min_users}; must be <= {min_users}",
+            field=field,
+        )
+
+
+def check_policy(policy: RoundPolicy, protocol: SummationProtocol, plan: Plan | None) -> None:
+    """Raise :class:`ChainFileError` (without a source) unless rounds of ``policy`` fit
+    ``protocol``: ``[round].max_users <= protocol.max_round_users`` (the analyzer's limit)
+    and ``[round].min_users >= protocol.min_round_users`` and ``>= plan.users`` (privacy is
+    planned for that many). A protocol planned for exactly n users (both limits n) needs
+    ``min_users = max_users = n``. With ``plan``, ``protocol`` must be the cloak with
+    ``plan.params``."""
+    if plan is not None:
+        if not isinstance(plan, Plan):
+            raise TypeError(f"plan must be a Plan or None, not {type(plan).__name__}")
+        if not isinstance(protocol, CloakProtocol) or protocol.params != plan.params:
+            raise ChainFileError("the plan's parameters differ from the protocol's",
+                                 field="protocol")
+    users_field = "protocol.users" if plan is None else "protocol.plan.users"
+    low, high = protocol.min_round_users, protocol.max_round_users
+    if plan is not None:
+        low = max(low, plan.users)
+    if low == high and not policy.min_users == policy.max_users == low:
+        raise ChainFileError(
+            f"protocol {protocol.name!r} is planned for exactly {low} users; set "
+            f"[round].min_users = [round].max_users = {low} "
+            f"(they are {policy.min_users} and {policy.max_users})",
+            field=users_field,
+        )
+    if high < policy.max_users:
+        raise ChainFileError(
+            f"parameters analyze rounds of at most {high} users, "
+            f"but [round].max_users is {policy.max_users}",
+            field="protocol.max_users",
+        )
+    _check_users(low, policy.min_users, field=users_field)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_protocol_table(
+    table: Mapping[str, Any] | None, policy: RoundPolicy
+) -> tuple[SummationProtocol, Plan | None]:
+    """The protocol a ``[protocol]`` table (``None`` if missing) describes for a chain with
+    round policy ``policy``, and the :class:`~cloaknet.planner.Plan` when the table asked
+    for planning (``None`` otherwise).
+
+    The explicit form's ``max_users`` defaults to ``policy.max_users``; a ``plan`` request's
+    ``users`` defaults to ``policy.min_users`` and its ``max_users`` is always
+    ``policy.max_users``. The planned-for ``users`` of the explicit and ``plan`` forms are
+    checked against ``policy.min_users`` here; the rest of the fit is :func:`check_policy`.
+
+    :raises ChainFileError: (without a source) naming the field of every problem, keeping
+        the reason of the planner, :class:`~cloaknet.params.CloakParams` or the protocol.
+    """
+    if table is None:
+        raise ChainFileError("missing table [protocol]", field="protocol")
+    if "name" in table:
+        return _named(table), None
+    for key in table:
+        if key not in (*_EXPLICIT_KEYS, *_INFO_KEYS, "plan"):
+            raise ChainFileError(
+                "unknown key (allowed: plan, or the explicit parameters "
+                f"{', '.join(_EXPLICIT_KEYS)})",
+                field=f"protocol.{key}",
+            )
+    if "plan" in table:
+        made = _planned(table, policy)
+        return CloakProtocol.from_plan(made), made
+    return CloakProtocol(_explicit(table, policy)), None
+
+
+def _named(table: Mapping[str, Any]) -> SummationProtocol:
+    """The comparison protocol of ``[protocol] name = ...``."""
+    name = table["name"]
+    if name not in CHAIN_PROTOCOLS:
+        raise ChainFileError(
+            f"unknown protocol {_show(name)} (chains run: {', '.join(CHAIN_PROTOCOLS)}, or "
+            "the cloak via plan = {...} or explicit parameters)",
+            field="protocol.name",
+        )
+    for key in table:
+        if key not in _NAMED_KEYS:
+            raise ChainFileError(
+                f"unknown key for protocol {name!r} (allowed: {', '.join(_NAMED_KEYS)})",
+                field=f"protocol.{key}",
+            )
+    users = _int(_required(table, "users", "protocol"), "protocol.users")
+    options = {
+        key: _int(table[key], f"protocol.{key}")
+        for key in ("colluders", "precision")
+        if key in table
+    }
+    values = []
+    for key in ("epsilon", "delta"):
+        value = _required(table, key, "protocol")
+        values.append(_number(value, f"protocol.{key}", kind=_show(value)))
+    epsilon, delta = values
+    try:
+        return make_protocol(name, users, epsilon, delta, **options)
+    except (ParameterError, InfeasiblePlanError) as exc:
+        raise ChainFileError(str(exc), field="protocol") from None
+
+
+def _planned(table: Mapping[str, Any], policy: RoundPolicy) -> Plan:
+    """Run the planner as ``table["plan"]`` asks."""
+    for key in table:
+        if key in _EXPLICIT_KEYS:
+            raise ChainFileError(
+                "explicit parameters are not allowed together with protocol.plan",
+                field=f"protocol.{key}",
+            )
+    request = table["plan"]
+    if not isinstance(request, Mapping):
+        raise ChainFileError(
+            f"expected a table like {{ epsilon = 1.0, delta = 1e-6 }}, got {_type_name(request)}",
+            field="protocol.plan",
+        )
+    for key in request:
+        if key == "max_users":
+            raise ChainFileError(
+                "not allowed: the plan's max_users is always [round].max_users",
+                field="protocol.plan.max_users",
+            )
+        if key not in _PLAN_KEYS:
+            raise ChainFileError(
+                f"unknown key (allowed: {', '.join(_PLAN_KEYS)})", field=f"protocol.plan.{key}"
+            )
+    arguments: dict[str, Any] = {}
+    for key in ("users", "precision", "colluders", "max_messages"):
+        if key in request:
+            arguments[key] = _int(request[key], f"protocol.plan.{key}")
+    for key in ("epsilon", "delta", "max_rmse"):
+        if key in request:
+            value = request[key]
+            arguments[key] = _number(value, f"protocol.plan.{key}", kind=_type_name(value))
+        elif key != "max_rmse":
+            raise ChainFileError("missing", field=f"protocol.plan.{key}")
+    for key, allowed in (("mode", MODES), ("bound", BOUNDS)):
+        if key in request:
+            value = request[key]
+            if not isinstance(value, str) or value not in allowed:
+                raise ChainFileError(
+                    f"expected one of {', '.join(allowed)}, got {_show(value)}",
+                    field=f"protocol.plan.{key}",
+                )
+            arguments[key] = value
+    users = arguments.pop("users", policy.min_users)
+    _check_users(users, policy.min_users, field="protocol.plan.users")
+    try:
+        return planner.plan(
+            users,
+            arguments.pop("epsilon"),
+            arguments.pop("delta"),
+            max_users=policy.max_users,
+            **arguments,
+        )
+    except (ParameterError, InfeasiblePlanError) as exc:
+        raise ChainFileError(str(exc), field="protocol.plan") from None
+
+
+def _modulus(value: object) -> int:
+    """``[protocol].modulus``: a decimal digit string or an int."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ChainFileError(
+            f"expected a decimal string (or an integer), got {_type_name(value)}",
+            field="protocol.modulus",
+        )
+    if isinstance(value, int):
+        return value
+    if not _DIGITS.fullmatch(value):
+        raise ChainFileError(
+            f"expected a decimal string of digits, got {_show(value)}", field="protocol.modulus"
+        )
+    try:
+        return int(value)
+    except ValueError:  # beyond the interpreter's limit on digits
+        raise ChainFileError(f"too many digits ({len(value)})", field="protocol.modulus") from None
+
+
+def _fraction(value: object, path: str) -> Fraction:
+    """An exact rational from a ``"num/den"`` or ``"num"`` string or an int; floats refused."""
+    if isinstance(value, float):
+        raise ChainFileError(
+            'expected an exact fraction string like "208333/1", got float (inexact)', field=path
+        )
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ChainFileError(
+            f'expected an exact fraction string like "208333/1", got {_type_name(value)}',
+            field=path,
+        )
+    if isinstance(value, int):
+        return Fraction(value)
+    match = _FRACTION.fullmatch(value)
+    if match is None:
+        raise ChainFileError(
+            f'expected an exact fraction string like "208333/1", got {_show(value)}', field=path
+        )
+    try:
+        numerator = int(match.group(1))
+        denominator = int(match.group(2)) if match.group(2) is not None else 1
+        return Fraction(numerator, denominator)
+    except ZeroDivisionError:
+        raise ChainFileError(f"zero denominator in {_show(value)}", field=path) from None
+    except ValueError:  # beyond the interpreter's limit on digits
+        raise ChainFileError(f"too many digits in {_show(value)}", field=path) from None
+
+
+def _noise(table: Mapping[str, Any]) -> NoiseParams:
+    """The single-user noise parameters of the explicit ``[protocol]``."""
+    scale = _fraction(_required(table, "noise_scale", "protocol"), "protocol.noise_scale")
+    q = _fraction(_required(table, "noise_q", "protocol"), "protocol.noise_q")
+    try:
+        NoiseParams(scale=scale, q=Fraction(1))
+    except ParameterError as exc:
+        raise ChainFileError(str(exc), field="protocol.noise_scale") from None
+    try:
+        return NoiseParams(scale=scale, q=q)
+    except ParameterError as exc:
+        raise ChainFileError(str(exc), field="protocol.noise_q") from None
+
+
+def _explicit(table: Mapping[str, Any], policy: RoundPolicy) -> CloakParams:
+    """The cloak's explicit parameters in ``table``."""
+    mode = _required(table, "mode", "protocol")
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ChainFileError(
+            f"expected one of {', '.join(MODES)}, got {_show(mode)}", field="protocol.mode"
+        )
+    messages = _int(_required(table, "messages", "protocol"), "protocol.messages")
+    precision = _int(_required(table, "precision", "protocol"), "protocol.precision")
+    modulus = _modulus(_required(table, "modulus", "protocol"))
+    max_users = policy.max_users
+    if "max_users" in table:
+        max_users = _int(table["max_users"], "protocol.max_users")
+    if "users" in table:
+        users = _int(table["users"], "protocol.users")
+        _check_users(users, policy.min_users, field="protocol.users")
+    noise: NoiseParams | None = None
+    if mode == "single-user":
+        noise = _noise(table)
+    else:
+        for key in ("noise_scale", "noise_q"):
+            if key in table:
+                raise ChainFileError("allowed in single-user mode only", field=f"protocol.{key}")
+    try:
+        return CloakParams(
+            modulus=modulus,
+            precision=precision,
+            messages=messages,
+            max_users=max_users,
+            mode="single-user" if mode == "single-user" else "sum-preserving",
+            noise=noise,
+        )
+    except ParameterError as exc:
+        raise ChainFileError(str(exc), field="protocol") from None
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _fraction_text(value: Fraction) -> str:
+    """``value`` as ``"num/den"`` (always with a denominator)."""
+    return f"{value.numerator}/{value.denominator}"
+
+
+def protocol_section(params: CloakParams, plan: Plan | None = None) -> dict[str, Any]:
+    """The explicit ``[protocol]`` table for ``params`` (what :func:`read_protocol_table`
+    reads back).
+
+    ``modulus`` is a decimal string and the noise fractions are ``"num/den"`` strings, so
+    nothing is lost. With ``plan`` (which must be the plan that produced ``params``;
+    ``ValueError`` otherwise) the informational keys ``users``, ``colluders``, ``epsilon``,
+    ``delta``, ``gamma`` and ``bound`` are added. Raises ``TypeError`` for wrong types.
+    """
+    if not isinstance(params, CloakParams):
+        raise TypeError(f"params must be CloakParams, not {type(params).__name__}")
+    section: dict[str, Any] = {
+        "mode": params.mode,
+        "messages": params.messages,
+        "modulus": str(params.modulus),
+        "precision": params.precision,
+        "max_users": params.max_users,
+    }
+    if params.noise is not None:
+        section["noise_scale"] = _fraction_text(params.noise.scale)
+        section["noise_q"] = _fraction_text(params.noise.q)
+    if plan is not None:
+        if not isinstance(plan, Plan):
+            raise TypeError(f"plan must be a Plan or None, not {type(plan).__name__}")
+        if plan.params != params:
+            raise ValueError("plan.params differ from params")
+        section["users"] = plan.users
+        section["colluders"] = plan.colluders
+        section["epsilon"] = plan.epsilon
+        section["delta"] = plan.delta
+        section["gamma"] = plan.gamma
+        section["bound"] = plan.bound
+    return section
+
+
+def selected_section(selected: SelectedPlan) -> dict[str, Any]:
+    """The ``[protocol]`` table that runs ``selected``: the cloak's explicit parameters
+    (:func:`protocol_section`, with the plan's informational keys), or for split-and-mix
+    with Pólya noise the named form ``name = "bbgn"`` with the requested ``users``,
+    ``epsilon`` and ``delta`` (plus ``colluders`` if not 0 and ``precision`` if it was
+    requested), which the chain re-plans to the same parameters when it loads the file."""
+    if selected.plan is not None:
+        return protocol_section(selected.plan.params, selected.plan)
+    request = selected.request
+    table: dict[str, Any] = {
+        "name": selected.protocol_name,
+        "users": request.users,
+        "epsilon": request.epsilon,
+        "delta": request.delta,
+    }
+    if request.colluders:
+        table["colluders"] = request.colluders
+    if request.precision is not None:
+        table["precision"] = request.precision
+    return table

@@ -1,0 +1,367 @@
+"""A generic mixnet client: find the entry mix's round, verify its keys, submit onions.
+
+::
+
+    async with MixnetClient(config, messages=m, payload_length=w, sink_url=url) as client:
+        receipt = await client.submit(lambda: make_my_payloads())
+        reply = await client.sink_request({"type": "subscribe", "round": receipt.round_id})
+
+The client knows nothing about what the payloads mean: a submission is exactly ``messages``
+opaque payloads of ``payload_length`` bytes each. :meth:`MixnetClient.submit`
+
+1. asks the entry mix for its open round (``get-round``) and checks every mix's signed round
+   key against the identity key in the chain configuration, in chain order
+   (:meth:`MixnetClient.current_round`);
+2. wraps each payload in one onion layer per mix (:func:`mixnet.onion.wrap`, in a thread
+   pool) and sends ``submit {round, client, onions}``;
+3. on connection loss resends the *identical* frame (the entry mix acknowledges an exact
+   retry again without counting it twice); if the round closed first (``round-closed`` /
+   ``unknown-round``) it asks for fresh payloads and tries the next round.
+
+It returns once the entry mix has acknowledged — i.e. durably stored — the submission.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from types import TracebackType
+
+from mixnet.chain import ChainConfig
+from mixnet.core import onion_digest
+from mixnet.errors import (
+    BadLength,
+    BadSignature,
+    LinkClosed,
+    MalformedFrame,
+    MixnetError,
+    RoundClosed,
+    UnknownRound,
+    WrongCount,
+)
+from mixnet.frames import MAX_CLIENT_ID_LENGTH, ROUND_ID_MAX, parse_announcements
+from mixnet.link import Backoff, Link
+from mixnet.onion import wrap
+from mixnet.wire import get_float, get_int, get_str
+
+__all__ = [
+    "MAX_REPLY",
+    "MixnetClient",
+    "ParameterMismatch",
+    "Receipt",
+    "RoundInfo",
+]
+
+#: Largest reply frame accepted from the entry mix or the sink, in bytes (default).
+MAX_REPLY = 1 << 20
+
+_DEFAULT_BACKOFF = Backoff()
+
+
+class ParameterMismatch(MixnetError):
+    """The entry mix runs rounds of another shape (``messages`` or ``payload_length``) than
+    this client was made for: the chain configuration and the nodes disagree."""
+
+    code = "parameter-mismatch"
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """An open round whose keys were verified: ``round_id``, its ``deadline`` (unix seconds,
+    the entry mix's clock) and the mixes' X25519 round ``public_keys`` (32 bytes each) in
+    chain order (entry mix first)."""
+
+    round_id: int
+    deadline: float
+    public_keys: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The entry mix's acknowledgement: the round the submission went into, the client id
+    used, and ``digest`` = :func:`mixnet.core.onion_digest` of the accepted onions."""
+
+    round_id: int
+    client_id: str
+    digest: bytes
+
+
+def _check_client_id(client_id: str | None) -> str:
+    if client_id is None:
+        return secrets.token_hex(16)
+    if not isinstance(client_id, str):
+        raise TypeError(f"client_id must be str, not {type(client_id).__name__}")
+    if not 0 < len(client_id) <= MAX_CLIENT_ID_LENGTH:
+        raise ValueError(f"client_id must be 1..{MAX_CLIENT_ID_LENGTH} characters")
+    return client_id
+
+
+class MixnetClient:
+    """A client of one chain; safe for many concurrent submissions from one event loop.
+
+    ``messages`` payloads of ``payload_length`` bytes make one submission. ``connections``
+    websockets to the entry mix (``config.mixes[0].url``) share the submissions round-robin;
+    one more goes to ``sink_url``. ``retry_for`` (seconds) bounds both how long a request
+    retries connection failures and how long :meth:`submit` keeps trying new rounds.
+    ``workers`` sizes the wrapping thread pool (``None``: the executor's default).
+    ``backoff`` spaces retries; ``max_reply`` bounds reply frames in bytes.
+
+    Construction opens nothing; call :meth:`aclose` (or use ``async with``) when done.
+    Raises ``ValueError`` for non-positive ``messages``/``connections``, a negative
+    ``payload_length`` or a negative or non-finite ``retry_for``.
+    """
+
+    def __init__(
+        self,
+        config: ChainConfig,
+        *,
+        messages: int,
+        payload_length: int,
+        sink_url: str,
+        connections: int = 4,
+        retry_for: float = 60.0,
+        workers: int | None = None,
+        backoff: Backoff = _DEFAULT_BACKOFF,
+        max_reply: int = MAX_REPLY,
+    ) -> None:
+        if messages < 1:
+            raise ValueError(f"messages must be >= 1, got {messages}")
+        if payload_length < 0:
+            raise ValueError(f"payload_length must be >= 0, got {payload_length}")
+        if connections < 1:
+            raise ValueError(f"connections must be >= 1, got {connections}")
+        if not (math.isfinite(retry_for) and retry_for >= 0):
+            raise ValueError(f"retry_for must be a finite number >= 0, got {retry_for}")
+        self.config = config
+        self.messages = messages
+        self.payload_length = payload_length
+        self.retry_for = retry_for
+        self.backoff = backoff
+        entry_url = config.mixes[0].url
+        self._entry = [
+            Link(
+                entry_url,
+                max_size=max_reply,
+                name=f"client->{config.mixes[0].name}",
+                retry_for=retry_for,
+                backoff=backoff,
+            )
+            for _ in range(connections)
+        ]
+        self._next = 0
+        self._sink = Link(
+            sink_url, max_size=max_reply, name="client->sink", retry_for=retry_for, backoff=backoff
+        )
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mixnet-wrap")
+        self._round: RoundInfo | None = None
+        self._round_lock = asyncio.Lock()
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def aclose(self) -> None:
+        """Close every link and the thread pool. Idempotent; later requests raise
+        :class:`~mixnet.errors.LinkClosed`."""
+        self._closed = True
+        for link in (*self._entry, self._sink):
+            await link.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def __aenter__(self) -> MixnetClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LinkClosed("the mixnet client is closed")
+
+    def _pick(self) -> Link:
+        link = self._entry[self._next % len(self._entry)]
+        self._next += 1
+        return link
+
+    # ------------------------------------------------------------------ rounds
+
+    async def current_round(self, *, refresh: bool = False) -> RoundInfo:
+        """The entry mix's open round, verified; cached until ``refresh`` (or until a
+        submission finds it closed).
+
+        :raises ParameterMismatch: the round's ``messages``/``payload_length`` differ from
+            this client's.
+        :raises BadSignature: the announcements are not, in chain order, one per mix of the
+            chain configuration, each for this round and signed by that mix's identity key.
+        :raises MalformedFrame: the reply (or an announcement in it) is malformed.
+        :raises UnknownRound: the entry mix has no open round (yet).
+        :raises MixnetError: another error frame from the entry mix.
+        :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the entry mix was
+            unreachable for ``retry_for`` seconds.
+        """
+        self._check_open()
+        async with self._round_lock:
+            if self._round is None or refresh:
+                self._round = None
+                self._round = await self._fetch_round()
+            return self._round
+
+    async def _round_after(self, refused: RoundInfo | None) -> RoundInfo:
+        """The cached round, unless it is ``refused`` (then a fresh one): concurrent
+        submissions that find the same round closed ask the entry mix only once."""
+        async with self._round_lock:
+            if self._round is None or (refused is not None and self._round == refused):
+                self._round = None
+                self._round = await self._fetch_round()
+            return self._round
+
+    async def _fetch_round(self) -> RoundInfo:
+        reply = await self._pick().request({"type": "get-round"}, expect="round")
+        return self.verify_round(reply)
+
+    def verify_round(self, reply: Mapping[str, object]) -> RoundInfo:
+        """Check a ``round`` reply of the entry mix against the chain configuration and
+        return the verified :class:`RoundInfo` (errors as for :meth:`current_round`)."""
+        config = self.config
+        round_id = get_int(reply, "round", min_value=0, max_value=ROUND_ID_MAX)
+        messages = get_int(reply, "messages")
+        payload_length = get_int(reply, "payload_length")
+        if (messages, payload_length) != (self.messages, self.payload_length):
+            raise ParameterMismatch(
+                f"the entry mix runs rounds of {messages} payloads of {payload_length} bytes; "
+                f"this client makes {self.messages} of {self.payload_length}"
+            )
+        deadline = get_float(reply, "deadline")
+        raw = reply.get("announcements")
+        if isinstance(raw, list) and len(raw) != len(config.mixes):
+            raise BadSignature(
+                f"expected {len(config.mixes)} round key announcements, got {len(raw)}"
+            )
+        anns = parse_announcements(reply, chain_id=config.chain_id, max_count=len(config.mixes))
+        for hop, (ann, mix) in enumerate(zip(anns, config.mixes, strict=True)):
+            if ann.node != mix.name:
+                raise BadSignature(
+                    f"round key {hop} comes from {ann.node!r}, expected {mix.name!r} "
+                    "(the chain's mixes in order)"
+                )
+            if ann.round_id != round_id:
+                raise BadSignature(
+                    f"round key of {mix.name!r} is for round {ann.round_id}, not {round_id}"
+                )
+            if mix.identity is None:  # ChainConfig forbids it; never encrypt to an unsigned key
+                raise BadSignature(f"the chain configuration has no identity for {mix.name!r}")
+            ann.verify(mix.identity)
+        return RoundInfo(round_id, deadline, tuple(a.public_key for a in anns))
+
+    # ------------------------------------------------------------------ submit
+
+    def wrap(self, payloads: Sequence[bytes], info: RoundInfo) -> list[bytes]:
+        """One onion per payload for round ``info`` (CPU-bound: :meth:`submit` runs it in the
+        thread pool).
+
+        :raises WrongCount: not exactly ``messages`` payloads.
+        :raises BadLength: a payload is not ``bytes`` of ``payload_length``.
+        """
+        if len(payloads) != self.messages:
+            raise WrongCount(f"expected {self.messages} payloads, got {len(payloads)}")
+        for index, payload in enumerate(payloads):
+            if not isinstance(payload, bytes) or len(payload) != self.payload_length:
+                raise BadLength(f"payload {index} must be {self.payload_length} bytes")
+        return [
+            wrap(p, info.public_keys, chain_id=self.config.chain_id, round_id=info.round_id)
+            for p in payloads
+        ]
+
+    async def submit(
+        self, make_payloads: Callable[[], Sequence[bytes]], *, client_id: str | None = None
+    ) -> Receipt:
+        """Submit one client's payloads; returns once the entry mix has stored them.
+
+        ``make_payloads()`` (called on the event loop thread; its exceptions propagate)
+        gives the ``messages`` payloads. It is called once per round tried, so an application
+        may encode afresh for each round. Within a round, a connection loss resends the
+        identical onions, which the entry mix acknowledges without counting them twice. If
+        the round is closed or unknown by the time the submission arrives, the client waits a
+        capped, jittered backoff, fetches the next round and calls ``make_payloads()`` again,
+        for up to ``retry_for`` seconds. ``client_id`` defaults to ``secrets.token_hex(16)``.
+
+        Error policy: every :class:`~mixnet.errors.MixnetError` other than ``round-closed``
+        and ``unknown-round`` is re-raised as is — its class and ``code`` are those of the
+        entry mix's error frame (e.g. :class:`~mixnet.errors.DuplicateClient`), or of the
+        local check that failed. Nothing is wrapped.
+
+        :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters.
+        :raises WrongCount, BadLength: ``make_payloads()`` returned the wrong shape.
+        :raises RoundClosed, UnknownRound: rounds kept closing for ``retry_for`` seconds.
+        :raises ParameterMismatch, BadSignature, MalformedFrame: see :meth:`current_round`.
+        :raises MixnetError: the entry mix refused the submission (not retried).
+        :raises LinkClosed: the client was closed.
+        :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the entry mix was
+            unreachable for ``retry_for`` seconds.
+        """
+        client = _check_client_id(client_id)
+        link = self._pick()
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.retry_for
+        refused: RoundInfo | None = None
+        attempt = 0
+        while True:
+            self._check_open()
+            info: RoundInfo | None = None
+            try:
+                info = await self._round_after(refused)
+                payloads = make_payloads()
+                onions, digest = await self._seal_in_pool(payloads, info)
+                reply = await link.request(
+                    {"type": "submit", "round": info.round_id, "client": client, "onions": onions},
+                    expect="accepted",
+                )
+            except (RoundClosed, UnknownRound):
+                if loop.time() >= give_up:
+                    raise
+                if info is not None:
+                    refused = info
+                await asyncio.sleep(self.backoff.delay(attempt))
+                attempt += 1
+                continue
+            if (
+                get_int(reply, "round", min_value=0) != info.round_id
+                or get_str(reply, "client", max_length=MAX_CLIENT_ID_LENGTH) != client
+            ):
+                raise MalformedFrame("the entry mix acknowledged another submission")
+            return Receipt(info.round_id, client, digest)
+
+    async def _seal_in_pool(
+        self, payloads: Sequence[bytes], info: RoundInfo
+    ) -> tuple[list[bytes], bytes]:
+        """The onions and their digest, computed in the thread pool; :class:`LinkClosed` if
+        :meth:`aclose` shut the pool down first or meanwhile."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, self._seal, payloads, info)
+        except (RuntimeError, asyncio.CancelledError):
+            task = asyncio.current_task()
+            if self._closed and (task is None or task.cancelling() == 0):
+                raise LinkClosed("the mixnet client was closed") from None
+            raise
+
+    def _seal(self, payloads: Sequence[bytes], info: RoundInfo) -> tuple[list[bytes], bytes]:
+        onions = self.wrap(payloads, info)
+        return onions, onion_digest(onions)
+
+    # ------------------------------------------------------------------ sink
+
+    async def sink_request(
+        self, frame: Mapping[str, object], *, expect: str | Collection[str] | None = None
+    ) -> dict[str, object]:
+        """Send one frame to the sink and return its reply (``expect``: acceptable reply
+        type(s), ``None`` for any). Raises as :meth:`mixnet.link.Link.request`."""
+        return await self._sink.request(frame, expect=expect)

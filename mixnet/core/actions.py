@@ -1,0 +1,111 @@
+"""What a round machine asks its adapter to do.
+
+A machine's event handlers return a list of actions; the adapter carries them out **in
+order** and feeds the outcome of some of them back as events:
+
+* :class:`Persist` — apply ``writes`` in one transaction. The adapter starts no later action
+  of the list before the transaction committed (so anything acknowledged after it is on
+  disk). With a ``token``, it then calls the machine's ``persisted(token)`` and carries out
+  the actions that returns; if the write fails it calls ``persist_failed(token)`` instead.
+* :class:`Send` — send ``frame`` to the successor over the link (retried until a reply
+  arrives), then call ``on_reply(frame, reply)`` — or ``on_send_error(frame, error)`` for an
+  error reply — and carry out what that returns.
+* :class:`Reply` — answer the request being handled with ``frame`` (exactly one per request
+  that is answered with a frame rather than an error).
+* :class:`Peel` — decrypt ``items`` with the round's key (in a thread pool), then call
+  ``peeled(token, results)``.
+* :class:`Mix` — apply a uniformly random permutation to ``payloads`` (OS CSPRNG, off the
+  event loop), cut it in chunks of ``chunk_size``, then call ``mixed(round_id, chunks)``.
+* :class:`Deliver` — hand a complete batch to the sink's application (``batch`` is ``None``
+  when the round was aborted), then call ``delivered(round_id, result)``.
+* :class:`Publish` — the round's result is stored: wake whoever waits for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from mixnet.core.records import Write
+from mixnet.frames import Frame
+
+__all__ = [
+    "Action",
+    "Deliver",
+    "DeliveredBatch",
+    "Mix",
+    "Peel",
+    "Persist",
+    "Publish",
+    "Reply",
+    "Send",
+]
+
+
+@dataclass(frozen=True)
+class Persist:
+    """Apply ``writes`` atomically; then ``persisted(token)`` if a token is given."""
+
+    writes: tuple[Write, ...]
+    token: Hashable | None = None
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send ``frame`` to the successor; its reply comes back through ``on_reply``."""
+
+    frame: Frame
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Answer the request being handled."""
+
+    frame: Frame
+
+
+@dataclass(frozen=True)
+class Peel:
+    """Peel ``items`` with round ``round_id``'s key; results go to ``peeled(token, ...)``."""
+
+    round_id: int
+    items: Sequence[bytes]
+    token: Hashable
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Permute ``payloads`` uniformly at random and cut them in chunks of ``chunk_size``."""
+
+    round_id: int
+    payloads: Sequence[bytes]
+    chunk_size: int
+
+
+@dataclass(frozen=True)
+class Deliver:
+    """Hand round ``round_id``'s complete batch (``None``: the round was aborted) to the
+    sink's application."""
+
+    round_id: int
+    batch: DeliveredBatch | None
+
+
+@dataclass(frozen=True)
+class DeliveredBatch:
+    """What the sink's application receives: ``payloads`` (in the last mix's order), the
+    number of clients ``clients`` and the batch's declared ``count``."""
+
+    clients: int
+    count: int
+    payloads: Sequence[bytes]
+
+
+@dataclass(frozen=True)
+class Publish:
+    """Round ``round_id``'s result is stored."""
+
+    round_id: int
+
+
+Action = Persist | Send | Reply | Peel | Mix | Deliver | Publish

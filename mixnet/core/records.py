@@ -1,0 +1,230 @@
+"""What a node stores, as immutable records, and the writes that change it.
+
+The round machines never touch the store: they return :class:`~mixnet.core.actions.Persist`
+actions holding :data:`Write` values, which the store applies in one transaction
+(:meth:`mixnet.store.NodeStore.apply`) and an in-memory test store applies to dicts. After a
+restart a machine is rebuilt from a :class:`NodeRecords` snapshot alone (see
+:mod:`mixnet.core.recovery`), so every fact recovery needs is in these records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mixnet.core.status import RoundStatus
+from mixnet.keys import RoundKeyAnnouncement
+
+__all__ = [
+    "AckOutbound",
+    "AddChunk",
+    "AddSubmission",
+    "Chunk",
+    "DropIntake",
+    "DropOutbound",
+    "EraseKey",
+    "ForgetReceipts",
+    "NewRound",
+    "NodeRecords",
+    "OutboundBatch",
+    "OutboundChunk",
+    "PutOutbound",
+    "PutResult",
+    "RoundRecord",
+    "SetRound",
+    "Submission",
+    "Write",
+]
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One round as stored.
+
+    ``opened_at`` and ``deadline`` are unix seconds; ``clients`` is ``n`` once known;
+    ``secret_key`` is the round's 32-byte X25519 secret, or ``None`` once erased (and always
+    at the sink); ``announcements`` are the signed round keys: at the entry mix every mix's in
+    chain order, at a relay its own only.
+    """
+
+    round_id: int
+    status: RoundStatus
+    opened_at: float
+    deadline: float | None = None
+    clients: int | None = None
+    secret_key: bytes | None = None
+    announcements: tuple[RoundKeyAnnouncement, ...] = ()
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A client's accepted submission at the entry mix.
+
+    ``digest`` identifies the submitted (unpeeled) onions, so an identical retry is
+    recognised; ``payloads`` are the peeled payloads, all of one length.
+    """
+
+    client: str
+    digest: bytes
+    payloads: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One received batch chunk after peeling.
+
+    ``index`` is in ``[0, chunks)``; ``count`` is the number of items in the sender's whole
+    batch; ``dropped`` counts items of this chunk that were replays or failed to peel (not
+    stored); ``len(payloads) + dropped`` is the number of items the chunk carried.
+    """
+
+    sender: str
+    index: int
+    chunks: int
+    clients: int
+    count: int
+    dropped: int
+    payloads: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class OutboundChunk:
+    """One chunk of the node's outbound batch and whether the successor acknowledged it."""
+
+    index: int
+    payloads: tuple[bytes, ...]
+    acked: bool = False
+
+
+@dataclass(frozen=True)
+class OutboundBatch:
+    """A round's permuted outbound batch: ``count`` payloads from ``clients`` clients."""
+
+    clients: int
+    count: int
+    chunks: tuple[OutboundChunk, ...]
+
+
+# --------------------------------------------------------------------------- writes
+
+
+@dataclass(frozen=True)
+class NewRound:
+    """Insert round ``round_id`` (it must not exist)."""
+
+    round_id: int
+    status: RoundStatus
+    opened_at: float
+    secret_key: bytes | None = None
+    announcements: tuple[RoundKeyAnnouncement, ...] = ()
+
+
+@dataclass(frozen=True)
+class SetRound:
+    """Change fields of an existing round; ``None`` leaves a field as it is."""
+
+    round_id: int
+    status: RoundStatus | None = None
+    clients: int | None = None
+    deadline: float | None = None
+    announcements: tuple[RoundKeyAnnouncement, ...] | None = None
+
+
+@dataclass(frozen=True)
+class EraseKey:
+    """Erase the round's secret key (zeroed in the database pages, WAL checkpointed)."""
+
+    round_id: int
+
+
+@dataclass(frozen=True)
+class AddSubmission:
+    """Store an accepted submission at the entry mix, and its receipt (the client must have
+    none yet in the round)."""
+
+    round_id: int
+    submission: Submission
+
+
+@dataclass(frozen=True)
+class AddChunk:
+    """Store a received chunk (an existing ``(round, sender, index)`` is kept unchanged)."""
+
+    round_id: int
+    chunk: Chunk
+
+
+@dataclass(frozen=True)
+class DropIntake:
+    """Delete the round's submissions and chunks (they link clients to payloads). The entry
+    mix's receipts (client → submission digest) stay until :class:`ForgetReceipts`."""
+
+    round_id: int
+
+
+@dataclass(frozen=True)
+class ForgetReceipts:
+    """Delete the round's receipts: exact retries of its submissions are no longer
+    recognised (the round is older than the retention)."""
+
+    round_id: int
+
+
+@dataclass(frozen=True)
+class PutOutbound:
+    """Store the round's permuted outbound batch, no chunk acknowledged yet."""
+
+    round_id: int
+    batch: OutboundBatch
+
+
+@dataclass(frozen=True)
+class AckOutbound:
+    """Mark outbound chunk ``index`` acknowledged by the successor."""
+
+    round_id: int
+    index: int
+
+
+@dataclass(frozen=True)
+class DropOutbound:
+    """Delete the round's outbound batch (every chunk acknowledged)."""
+
+    round_id: int
+
+
+@dataclass(frozen=True)
+class PutResult:
+    """Store the sink application's result for the round (a JSON-able mapping)."""
+
+    round_id: int
+    result: Mapping[str, object]
+
+
+Write = (
+    NewRound
+    | SetRound
+    | EraseKey
+    | AddSubmission
+    | AddChunk
+    | DropIntake
+    | ForgetReceipts
+    | PutOutbound
+    | AckOutbound
+    | DropOutbound
+    | PutResult
+)
+
+
+@dataclass(frozen=True)
+class NodeRecords:
+    """Everything a node has stored, as recovery reads it: rounds, the intake of unfinished
+    rounds (submissions in acceptance order, chunks), the entry mix's receipts (client →
+    submission digest, kept after the intake is dropped), outbound batches and results."""
+
+    rounds: tuple[RoundRecord, ...] = ()
+    submissions: Mapping[int, tuple[Submission, ...]] = field(default_factory=dict)
+    receipts: Mapping[int, Mapping[str, bytes]] = field(default_factory=dict)
+    chunks: Mapping[int, tuple[Chunk, ...]] = field(default_factory=dict)
+    outbound: Mapping[int, OutboundBatch] = field(default_factory=dict)
+    results: Mapping[int, Mapping[str, object]] = field(default_factory=dict)

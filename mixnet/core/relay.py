@@ -1,0 +1,213 @@
+"""The round machine of a mix after the entry mix (a relay).
+
+Life of a round here::
+
+    OPEN --last chunk stored--> CLOSED --mixed--> MIXED --last ack--> FORWARDED
+      \\--abort-round--> ABORTED
+
+``open-round`` makes the round key (injected :data:`~mixnet.core.rounds.KeyFactory`), stores
+it, passes the request down the chain and answers with this node's and every later node's
+signed keys. Chunks of the predecessor's batch are checked, replayed ciphertexts dropped,
+the rest peeled, stored and acknowledged (:mod:`mixnet.core.downstream`); the complete batch
+is permuted and forwarded like the entry mix's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mixnet.core.actions import Action, Peel, Persist, Reply, Send
+from mixnet.core.downstream import ChunkReceiver
+from mixnet.core.intake import drop_replays
+from mixnet.core.records import EraseKey, NewRound, NodeRecords, SetRound
+from mixnet.core.rounds import KeyFactory, MixRounds, RoundState
+from mixnet.core.status import Role, RoundStatus
+from mixnet.errors import InternalError, MixnetError, RoundClosed
+from mixnet.frames import (
+    AbortRound,
+    Aborted,
+    Batch,
+    BatchAck,
+    Frame,
+    OpenRound,
+    RoundKeys,
+)
+
+__all__ = ["ChunkPeeled", "RelayMachine"]
+
+
+@dataclass(frozen=True)
+class ChunkPeeled:
+    """Token of the :class:`Peel` of a chunk: ``replayed`` items were dropped before it."""
+
+    batch: Batch
+    replayed: int
+
+
+class RelayMachine(ChunkReceiver, MixRounds):
+    """The rounds of mix ``name`` whose predecessor is ``predecessor``; items arrive
+    ``item_length`` bytes long."""
+
+    role = Role.RELAY
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        predecessor: str,
+        item_length: int,
+        chunk_size: int,
+        keys: KeyFactory,
+    ) -> None:
+        MixRounds.__init__(self, name=name, chunk_size=chunk_size, keys=keys)
+        self.predecessor = predecessor
+        self.item_length = item_length
+
+    # ------------------------------------------------------------------ opening, aborting
+
+    def on_open_round(self, frame: OpenRound, now: float) -> list[Action]:
+        """Event: ``open-round`` from the predecessor (idempotent while the round is open).
+
+        :raises RoundClosed: the round is past intake or aborted here.
+        """
+        r = frame.round_id
+        st = self.rounds.get(r)
+        if st is not None and st.status is not RoundStatus.OPEN:
+            raise RoundClosed(f"round {r} is {st.status.value} here")
+        actions: list[Action] = []
+        if st is None:
+            key = self.keys(r)
+            st = RoundState(r, RoundStatus.OPEN, now, (key.announcement,))
+            st.batch = self._new_intake(r)
+            self.rounds[r] = st
+            actions.append(
+                Persist((NewRound(r, RoundStatus.OPEN, now, key.secret, (key.announcement,)),))
+            )
+        return [*actions, Send(OpenRound(r))]
+
+    def on_abort_round(self, frame: AbortRound, now: float) -> list[Action]:
+        """Event: ``abort-round`` from the predecessor; passed down the chain, answered
+        once the successor answered."""
+        r = frame.round_id
+        st = self.rounds.get(r)
+        actions: list[Action] = []
+        if st is None:
+            st = RoundState(r, RoundStatus.ABORTED, now)
+            self.rounds[r] = st
+            actions.append(Persist((NewRound(r, RoundStatus.ABORTED, now),)))
+        elif st.status is RoundStatus.OPEN:
+            self._move(st, RoundStatus.ABORTED)
+            actions.append(self._erase_and(st, RoundStatus.ABORTED))
+        elif st.status is not RoundStatus.ABORTED:
+            raise RoundClosed(f"round {r} is {st.status.value} here")
+        return [*actions, Send(AbortRound(r))]
+
+    def on_reply(self, sent: Frame, reply: Frame, now: float) -> list[Action]:
+        """Event: the successor answered ``sent`` with ``reply``."""
+        if isinstance(sent, OpenRound) and isinstance(reply, RoundKeys):
+            st = self.rounds.get(sent.round_id)
+            if st is None or reply.round_id != sent.round_id:
+                raise InternalError("successor announced keys for another round")
+            return [Reply(RoundKeys(sent.round_id, (*st.announcements, *reply.announcements)))]
+        if isinstance(sent, AbortRound) and isinstance(reply, Aborted):
+            return [Reply(Aborted(sent.round_id))]
+        if isinstance(sent, Batch) and isinstance(reply, BatchAck):
+            if (reply.round_id, reply.index) != (sent.round_id, sent.index):
+                raise InternalError("successor acknowledged another chunk")
+            return self._batch_acked(reply)
+        return []
+
+    def on_send_error(self, sent: Frame, error: MixnetError, now: float) -> list[Action]:
+        """Event: the successor refused ``sent``. A refused ``open-round`` or
+        ``abort-round`` is passed back to the predecessor (raised); a refused chunk leaves
+        the round where it is until a restart resumes it."""
+        if isinstance(sent, OpenRound | AbortRound):
+            raise error
+        return []
+
+    # ------------------------------------------------------------------ intake
+
+    def _receive(self, st: RoundState, batch: Batch) -> list[Action]:
+        assert st.batch is not None
+        unique, replayed = drop_replays(batch.payloads, st.batch.seen, batch.index)
+        return [Peel(batch.round_id, unique, ChunkPeeled(batch, replayed))]
+
+    def peeled(self, token: object, results: Sequence[bytes | MixnetError], now: float) -> (
+        list[Action]
+    ):
+        """Event: the adapter peeled a chunk (items that fail to peel are dropped and
+        counted; the sink then sees fewer items than the batch declared)."""
+        if not isinstance(token, ChunkPeeled):
+            raise TypeError(f"not a chunk token: {token!r}")
+        st = self.rounds[token.batch.round_id]
+        kept = [p for p in results if isinstance(p, bytes)]
+        dropped = token.replayed + len(results) - len(kept)
+        return self.chunk_ready(st, token.batch, kept, dropped)
+
+    def persisted(self, token: object, now: float) -> list[Action]:
+        """Event: a :class:`Persist` with ``token`` committed."""
+        actions = self.chunk_persisted(token)
+        if actions is None:
+            raise TypeError(f"unknown token {token!r}")
+        return actions
+
+    def persist_failed(self, token: object, now: float) -> list[Action]:
+        """Event: a :class:`Persist` with ``token`` failed.
+
+        :raises InternalError: always (the predecessor sends the chunk again).
+        """
+        self.chunk_failed(token)
+        return []  # pragma: no cover - chunk_failed raises
+
+    def _batch_complete(self, st: RoundState, payloads: list[bytes]) -> list[Action]:
+        st.batch = None
+        return [
+            Persist((SetRound(st.round_id, status=RoundStatus.CLOSED, clients=st.clients),)),
+            *self._start_mix(st, payloads, st.clients or 0),
+        ]
+
+    # ------------------------------------------------------------------ recovery
+
+    @classmethod
+    def restore(
+        cls,
+        records: NodeRecords,
+        now: float,
+        *,
+        name: str,
+        predecessor: str,
+        item_length: int,
+        chunk_size: int,
+        keys: KeyFactory,
+    ) -> tuple[RelayMachine, list[Action]]:
+        """Rebuild the machine from what the store holds, and the actions that resume
+        unfinished work: an ``OPEN`` round whose chunks are all stored, or a ``CLOSED``
+        round, is mixed; a ``MIXED`` round's forwarding continues."""
+        m = cls(
+            name=name,
+            predecessor=predecessor,
+            item_length=item_length,
+            chunk_size=chunk_size,
+            keys=keys,
+        )
+        actions: list[Action] = []
+        for rec in records.rounds:
+            r = rec.round_id
+            st = RoundState(r, rec.status, rec.opened_at, rec.announcements, clients=rec.clients)
+            m.rounds[r] = st
+            if rec.status is RoundStatus.OPEN:
+                if m._restore_intake(st, records):
+                    actions += m._complete(st)
+            elif rec.status is RoundStatus.CLOSED:
+                st.status = RoundStatus.OPEN
+                if m._restore_intake(st, records):
+                    actions += m._complete(st)
+            elif rec.status is RoundStatus.MIXED and r in records.outbound:
+                actions += m._resume_outbound(st, records.outbound[r])
+            elif rec.secret_key is not None and rec.status in (
+                RoundStatus.FORWARDED,
+                RoundStatus.ABORTED,
+            ):
+                actions.append(Persist((EraseKey(r),)))
+        return m, actions

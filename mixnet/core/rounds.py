@@ -1,0 +1,193 @@
+"""What every round machine shares: per-round state, status changes through the transition
+table, and a mix's outbound half (mixing and acknowledged, chunked forwarding).
+
+A machine is driven by calling its event methods; each returns the list of
+:mod:`~mixnet.core.actions` its adapter must carry out, in order. Methods raise
+:class:`~mixnet.errors.MixnetError` subclasses for a request the node must refuse (the adapter
+answers with an error frame); a refused request changes no state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from mixnet.core.actions import Action, Mix, Persist, Send
+from mixnet.core.intake import BatchIntake, EntryIntake
+from mixnet.core.records import (
+    AckOutbound,
+    DropIntake,
+    DropOutbound,
+    EraseKey,
+    OutboundBatch,
+    OutboundChunk,
+    PutOutbound,
+    SetRound,
+)
+from mixnet.core.status import Role, RoundStatus, advance
+from mixnet.frames import Batch, BatchAck
+from mixnet.keys import RoundKeyAnnouncement
+
+__all__ = ["KeyFactory", "MixRounds", "RoundKey", "RoundState"]
+
+
+@dataclass(frozen=True)
+class RoundKey:
+    """A fresh round key: the 32-byte X25519 secret and its signed announcement."""
+
+    secret: bytes
+    announcement: RoundKeyAnnouncement
+
+
+#: Makes the key of a round (the adapter's is X25519 from the OS CSPRNG, signed with the
+#: node's identity); injected so that the machines stay free of crypto and randomness.
+KeyFactory = Callable[[int], RoundKey]
+
+
+@dataclass
+class RoundState:
+    """One round at one node (in memory; the store holds what survives a restart)."""
+
+    round_id: int
+    status: RoundStatus
+    opened_at: float
+    announcements: tuple[RoundKeyAnnouncement, ...] = ()
+    entry: EntryIntake | None = None
+    #: entry mix: stored submissions' payloads by client, in acceptance order
+    submissions: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
+    #: entry mix: submissions accepted but not yet stored, by client
+    pending: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
+    #: entry mix: client -> digest of every stored submission (kept after the intake)
+    receipts: dict[str, bytes] = field(default_factory=dict)
+    batch: BatchIntake | None = None
+    #: relay and sink: stored chunks' payloads by chunk index
+    chunk_payloads: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    #: relay and sink: chunk indices whose store write is emitted but not yet committed
+    in_flight: set[int] = field(default_factory=set)
+    clients: int | None = None
+    outbound: OutboundBatch | None = None
+    acked: set[int] = field(default_factory=set)
+
+
+class MixRounds:
+    """State and outbound half shared by :class:`~mixnet.core.entry.EntryMachine` and
+    :class:`~mixnet.core.relay.RelayMachine`."""
+
+    role: Role
+
+    def __init__(self, *, name: str, chunk_size: int, keys: KeyFactory) -> None:
+        self.name = name
+        self.chunk_size = chunk_size
+        self.keys = keys
+        self.rounds: dict[int, RoundState] = {}
+
+    # ------------------------------------------------------------------ status
+
+    def status(self, round_id: int) -> RoundStatus | None:
+        """The round's status here, or ``None`` if this node never saw it."""
+        st = self.rounds.get(round_id)
+        return None if st is None else st.status
+
+    def _move(self, st: RoundState, new: RoundStatus) -> None:
+        st.status = advance(self.role, st.status, new)
+
+    # ------------------------------------------------------------------ mixing
+
+    def _start_mix(self, st: RoundState, payloads: Sequence[bytes], clients: int) -> list[Action]:
+        """The intake of ``st`` is complete and stored: permute it."""
+        st.clients = clients
+        return [Mix(st.round_id, tuple(payloads), self.chunk_size)]
+
+    def mixed(self, round_id: int, chunks: Sequence[Sequence[bytes]]) -> list[Action]:
+        """Event: the adapter permuted the round's payloads and cut them into ``chunks``.
+
+        Stores the outbound batch, drops the intake and erases the round key in one
+        transaction (status ``MIXED``), then sends the first chunk.
+        """
+        st = self.rounds[round_id]
+        clients = st.clients or 0
+        outbound = OutboundBatch(
+            clients=clients,
+            count=sum(len(c) for c in chunks),
+            chunks=tuple(OutboundChunk(i, tuple(c)) for i, c in enumerate(chunks)),
+        )
+        self._move(st, RoundStatus.MIXED)
+        st.outbound = outbound
+        st.submissions.clear()
+        st.chunk_payloads.clear()
+        st.entry = st.batch = None
+        return [
+            Persist(
+                (
+                    PutOutbound(round_id, outbound),
+                    DropIntake(round_id),
+                    EraseKey(round_id),
+                    SetRound(round_id, status=RoundStatus.MIXED, clients=clients),
+                )
+            ),
+            *self._send_next(st),
+        ]
+
+    # ------------------------------------------------------------------ forwarding
+
+    def _send_next(self, st: RoundState) -> list[Action]:
+        """Send the first unacknowledged chunk, or finish the round if every one is."""
+        assert st.outbound is not None
+        for chunk in st.outbound.chunks:
+            if chunk.index not in st.acked:
+                return [
+                    Send(
+                        Batch(
+                            round_id=st.round_id,
+                            sender=self.name,
+                            index=chunk.index,
+                            chunks=len(st.outbound.chunks),
+                            clients=st.outbound.clients,
+                            count=st.outbound.count,
+                            payloads=chunk.payloads,
+                        )
+                    )
+                ]
+        self._move(st, RoundStatus.FORWARDED)
+        st.outbound = None
+        st.acked.clear()
+        return [
+            Persist(
+                (
+                    DropOutbound(st.round_id),
+                    SetRound(st.round_id, status=RoundStatus.FORWARDED),
+                )
+            )
+        ]
+
+    def _batch_acked(self, ack: BatchAck) -> list[Action]:
+        st = self.rounds.get(ack.round_id)
+        if st is None or st.status is not RoundStatus.MIXED or st.outbound is None:
+            return []  # a late duplicate acknowledgement
+        if ack.index in st.acked or ack.index >= len(st.outbound.chunks):
+            return []
+        st.acked.add(ack.index)
+        if len(st.acked) == len(st.outbound.chunks):
+            return self._send_next(st)  # drops the outbound batch with the last ack
+        return [Persist((AckOutbound(ack.round_id, ack.index),)), *self._send_next(st)]
+
+    def _resume_outbound(self, st: RoundState, outbound: OutboundBatch) -> list[Action]:
+        """Recovery: continue forwarding a stored outbound batch where it stopped."""
+        st.outbound = outbound
+        st.clients = outbound.clients
+        st.acked = {c.index for c in outbound.chunks if c.acked}
+        return self._send_next(st)
+
+    def _erase_and(self, st: RoundState, status: RoundStatus) -> Persist:
+        """The writes that end an unfinished round: drop intake, erase the key, set status."""
+        st.entry = st.batch = None
+        st.submissions.clear()
+        st.pending.clear()
+        st.chunk_payloads.clear()
+        return Persist(
+            (
+                DropIntake(st.round_id),
+                EraseKey(st.round_id),
+                SetRound(st.round_id, status=status),
+            )
+        )

@@ -1,0 +1,628 @@
+"""An in-memory chain of round machines: no sockets, no sqlite, no threads, no crypto.
+
+Nodes are the real machines of :mod:`mixnet.core` (an entry mix, relays, a sink). The
+harness plays their adapters: it applies ``Persist`` writes to a :class:`MemoryStore` (and
+feeds ``persisted``), peels fake onions (a layer is 8 random bytes appended to the item), runs
+``Mix`` with a seeded permutation, delivers ``Send`` frames as link exchanges that a test may
+deliver, answer, cut (the sender then resends the same frame, as a real link does), and
+crashes and restarts nodes from their stored records only. A client is modelled like the
+client library: it resends an identical submission after a cut and re-encodes for a new round
+only when told the round is closed or unknown.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from mixnet.core.actions import Action, Deliver, Mix, Peel, Persist, Publish, Reply, Send
+from mixnet.core.entry import EntryMachine
+from mixnet.core.intake import split_chunks
+from mixnet.core.policy import RoundPolicy
+from mixnet.core.records import (
+    AckOutbound,
+    AddChunk,
+    AddSubmission,
+    Chunk,
+    DropIntake,
+    DropOutbound,
+    EraseKey,
+    ForgetReceipts,
+    NewRound,
+    NodeRecords,
+    OutboundBatch,
+    OutboundChunk,
+    PutOutbound,
+    PutResult,
+    RoundRecord,
+    SetRound,
+    Submission,
+    Write,
+)
+from mixnet.core.relay import RelayMachine
+from mixnet.core.rounds import RoundKey
+from mixnet.core.sink import SinkMachine
+from mixnet.errors import MixnetError, RoundClosed, UnknownRound
+from mixnet.frames import (
+    AbortRound,
+    Accepted,
+    Batch,
+    Frame,
+    OpenRound,
+    Submit,
+)
+from mixnet.keys import RoundKeyAnnouncement
+
+LAYER = 8
+VALUE = 8
+
+
+class MemoryStore:
+    """What a node's sqlite store keeps, in dicts; applies the machines' writes."""
+
+    def __init__(self) -> None:
+        self.rounds: dict[int, RoundRecord] = {}
+        self.submissions: dict[int, list[Submission]] = {}
+        self.receipts: dict[int, dict[str, bytes]] = {}
+        self.chunks: dict[int, dict[tuple[str, int], Chunk]] = {}
+        self.outbound: dict[int, OutboundBatch] = {}
+        self.results: dict[int, Mapping[str, object]] = {}
+        self.writes = 0
+
+    def apply(self, writes: Sequence[Write]) -> None:
+        for w in writes:
+            self._apply(w)
+        self.writes += 1
+
+    def _apply(self, w: Write) -> None:  # noqa: C901 - one case per write type
+        match w:
+            case NewRound():
+                assert w.round_id not in self.rounds, f"round {w.round_id} stored twice"
+                self.rounds[w.round_id] = RoundRecord(
+                    w.round_id, w.status, w.opened_at, None, None, w.secret_key, w.announcements
+                )
+            case SetRound():
+                old = self.rounds[w.round_id]
+                self.rounds[w.round_id] = RoundRecord(
+                    old.round_id,
+                    w.status if w.status is not None else old.status,
+                    old.opened_at,
+                    w.deadline if w.deadline is not None else old.deadline,
+                    w.clients if w.clients is not None else old.clients,
+                    old.secret_key,
+                    w.announcements if w.announcements is not None else old.announcements,
+                )
+            case EraseKey():
+                old = self.rounds[w.round_id]
+                self.rounds[w.round_id] = RoundRecord(
+                    old.round_id, old.status, old.opened_at, old.deadline, old.clients, None,
+                    old.announcements,
+                )
+            case AddSubmission():
+                subs = self.submissions.setdefault(w.round_id, [])
+                assert all(s.client != w.submission.client for s in subs), "client stored twice"
+                subs.append(w.submission)
+                self.receipts.setdefault(w.round_id, {})[w.submission.client] = w.submission.digest
+            case ForgetReceipts():
+                self.receipts.pop(w.round_id, None)
+            case AddChunk():
+                key = (w.chunk.sender, w.chunk.index)
+                self.chunks.setdefault(w.round_id, {}).setdefault(key, w.chunk)
+            case DropIntake():
+                self.submissions.pop(w.round_id, None)
+                self.chunks.pop(w.round_id, None)
+            case PutOutbound():
+                assert w.round_id not in self.outbound
+                self.outbound[w.round_id] = w.batch
+            case AckOutbound():
+                batch = self.outbound[w.round_id]
+                self.outbound[w.round_id] = OutboundBatch(
+                    batch.clients,
+                    batch.count,
+                    tuple(
+                        OutboundChunk(c.index, c.payloads, c.acked or c.index == w.index)
+                        for c in batch.chunks
+                    ),
+                )
+            case DropOutbound():
+                self.outbound.pop(w.round_id, None)
+            case PutResult():
+                self.results[w.round_id] = dict(w.result)
+
+    def records(self) -> NodeRecords:
+        return NodeRecords(
+            rounds=tuple(self.rounds[r] for r in sorted(self.rounds)),
+            submissions={r: tuple(s) for r, s in self.submissions.items()},
+            receipts={r: dict(c) for r, c in self.receipts.items()},
+            chunks={
+                r: tuple(c[k] for k in sorted(c)) for r, c in self.chunks.items()
+            },
+            outbound=dict(self.outbound),
+            results=dict(self.results),
+        )
+
+
+def _short(item: object) -> str:
+    text = repr(item)
+    return text if len(text) < 90 else text[:87] + "..."
+
+
+def value_payload(value: int) -> bytes:
+    return value.to_bytes(VALUE, "big")
+
+
+def sink_app(messages: int) -> Callable[[int, Deliver], dict[str, object]]:
+    """The trivial application at the sink: sums 8-byte big-endian values."""
+
+    def analyze(round_id: int, action: Deliver) -> dict[str, object]:
+        if action.batch is None:
+            return {"round": round_id, "status": "aborted"}
+        b = action.batch
+        expected = b.clients * messages
+        if len(b.payloads) != expected or b.count != expected:
+            return {
+                "round": round_id,
+                "status": "error",
+                "error": f"expected {expected}, got {len(b.payloads)}",
+            }
+        total = sum(int.from_bytes(p, "big") for p in b.payloads)
+        return {"round": round_id, "status": "ok", "clients": b.clients, "sum": total}
+
+    return analyze
+
+
+@dataclass
+class Exchange:
+    """One request on a link (or from a client) and its reply."""
+
+    ident: int
+    src: int  # node index, or -1 for a client
+    dst: int
+    frame: Frame
+    state: str = "queued"  # queued -> delivered -> answered
+    reply: Frame | MixnetError | None = None
+    client: int | None = None
+
+
+@dataclass
+class Task:
+    """A sequence of actions a node still has to carry out."""
+
+    actions: deque[Action]
+    serving: Exchange | None = None
+    waiting: Exchange | None = None
+    incarnation: int = 0
+
+
+@dataclass
+class Node:
+    index: int
+    name: str
+    store: MemoryStore = field(default_factory=MemoryStore)
+    machine: EntryMachine | RelayMachine | SinkMachine | None = None
+    tasks: list[Task] = field(default_factory=list)
+    #: Persist actions emitted but not yet committed, in emission order (the writer's queue)
+    queue: list[Persist] = field(default_factory=list)
+    #: what ``persisted`` returned (or raised) at commit, until the Persist's task takes it
+    committed: dict[int, list[Action] | MixnetError] = field(default_factory=dict)
+    incarnation: int = 0
+    alive: bool = True
+
+    def emit(self, actions: Sequence[Action]) -> list[Action]:
+        """Actions just returned by the machine: their writes join the queue now."""
+        self.queue.extend(a for a in actions if isinstance(a, Persist))
+        return list(actions)
+
+
+@dataclass
+class Client:
+    """A client holding one value vector; ``acked`` rounds it was told ``accepted`` in."""
+
+    ident: str
+    values: tuple[int, ...]
+    submitted_round: int | None = None
+    frame: Submit | None = None
+    acked: list[int] = field(default_factory=list)
+    exchange: Exchange | None = None
+    done: bool = False
+
+
+class MemoryChain:
+    """``mixes`` round machines and a sink wired together in memory."""
+
+    def __init__(
+        self, *, mixes: int, messages: int, policy: RoundPolicy, seed: int = 0
+    ) -> None:
+        self.mixes = mixes
+        self.messages = messages
+        self.policy = policy
+        self.rng = random.Random(seed)  # noqa: S311 - a test's reproducible choices
+        self.now = 1000.0
+        self.nodes = [Node(i, f"mix{i + 1}") for i in range(mixes)] + [Node(mixes, "sink")]
+        self.exchanges: dict[int, Exchange] = {}
+        self._ids = itertools.count(1)
+        self.clients: list[Client] = []
+        self.app = sink_app(messages)
+        self.trace: list[str] = []
+        #: run a node's actions as far as they go at once (False: one step at a time)
+        self.eager = True
+        self.stored_in: dict[int, dict[str, tuple[int, ...]]] = {}  # entry writes seen
+        for node in self.nodes:
+            self._boot(node)
+
+    # ------------------------------------------------------------------ node set-up
+
+    def _keys(self, node: Node) -> Callable[[int], RoundKey]:
+        def make(round_id: int) -> RoundKey:
+            secret = bytes([node.index + 1]) * 32
+            ann = RoundKeyAnnouncement(
+                chain_id="mem",
+                node=node.name,
+                round_id=round_id,
+                public_key=bytes([node.index + 1]) * 32,
+                signature=b"\0" * 64,
+            )
+            return RoundKey(secret, ann)
+
+        return make
+
+    def onion_length(self, hop: int) -> int:
+        return VALUE + LAYER * (self.mixes - hop)
+
+    def _boot(self, node: Node) -> None:
+        records = node.store.records()
+        actions: list[Action]
+        if node.index == 0:
+            node.machine, actions = EntryMachine.restore(
+                records,
+                self.now,
+                name=node.name,
+                hops=self.mixes,
+                messages=self.messages,
+                onion_length=self.onion_length(0),
+                policy=self.policy,
+                keys=self._keys(node),
+            )
+        elif node.index < self.mixes:
+            node.machine, actions = RelayMachine.restore(
+                records,
+                self.now,
+                name=node.name,
+                predecessor=self.nodes[node.index - 1].name,
+                item_length=self.onion_length(node.index),
+                chunk_size=self.policy.chunk_size,
+                keys=self._keys(node),
+            )
+        else:
+            node.machine, actions = SinkMachine.restore(
+                records,
+                self.now,
+                predecessor=self.nodes[node.index - 1].name,
+                item_length=VALUE,
+            )
+        if actions:
+            node.tasks.append(Task(deque(node.emit(actions)), incarnation=node.incarnation))
+
+    # ------------------------------------------------------------------ clients
+
+    def add_client(self, values: Sequence[int]) -> Client:
+        client = Client(f"c{len(self.clients)}", tuple(values))
+        self.clients.append(client)
+        return client
+
+    def client_submit(self, client: Client) -> bool:
+        """The client fetches the open round and submits (False: nothing to do now)."""
+        entry = self.nodes[0]
+        if client.done or client.exchange is not None or not entry.alive:
+            return False
+        assert isinstance(entry.machine, EntryMachine)
+        offer = entry.machine.offer()
+        if offer is None:
+            return False
+        onions = tuple(self._wrap(value_payload(v)) for v in client.values)
+        client.frame = Submit(offer.round_id, client.ident, onions)
+        client.exchange = self._new_exchange(-1, 0, client.frame, client=self.clients.index(client))
+        return True
+
+    def _wrap(self, payload: bytes) -> bytes:
+        return payload + bytes(self.rng.getrandbits(8) for _ in range(LAYER * self.mixes))
+
+    # ------------------------------------------------------------------ exchanges
+
+    def _new_exchange(
+        self, src: int, dst: int, frame: Frame, *, client: int | None = None
+    ) -> Exchange:
+        ex = Exchange(next(self._ids), src, dst, frame, client=client)
+        self.exchanges[ex.ident] = ex
+        return ex
+
+    def deliverable(self) -> list[Exchange]:
+        return [
+            ex
+            for ex in self.exchanges.values()
+            if ex.state == "queued" and self.nodes[ex.dst].alive
+        ]
+
+    def answerable(self) -> list[Exchange]:
+        return [ex for ex in self.exchanges.values() if ex.state == "answered"]
+
+    def deliver(self, ex: Exchange) -> None:
+        """The request reaches its node, which handles it."""
+        node = self.nodes[ex.dst]
+        assert node.alive and ex.state == "queued"
+        ex.state = "delivered"
+        self.trace.append(f"deliver #{ex.ident} {ex.src}->{ex.dst} {_short(ex.frame)}")
+        task = Task(deque(), serving=ex, incarnation=node.incarnation)
+        try:
+            task.actions.extend(node.emit(self._handle(node, ex.frame)))
+        except MixnetError as exc:
+            ex.state, ex.reply = "answered", exc
+            return
+        node.tasks.append(task)
+        if self.eager:
+            self.run(node, task)
+
+    def _handle(self, node: Node, frame: Frame) -> list[Action]:
+        m = node.machine
+        if isinstance(m, EntryMachine):
+            assert isinstance(frame, Submit)
+            return m.on_submit(frame)
+        assert m is not None
+        if isinstance(frame, OpenRound):
+            return m.on_open_round(frame, self.now)
+        if isinstance(frame, AbortRound):
+            return m.on_abort_round(frame, self.now)
+        assert isinstance(frame, Batch)
+        return m.on_batch(frame)
+
+    def answer(self, ex: Exchange) -> None:
+        """The reply reaches the sender."""
+        assert ex.state == "answered"
+        del self.exchanges[ex.ident]
+        self.trace.append(f"answer #{ex.ident} -> {ex.src}: {_short(ex.reply)}")
+        if ex.src == -1:
+            self._client_reply(ex)
+            return
+        node = self.nodes[ex.src]
+        for task in node.tasks:
+            if task.waiting is ex:
+                task.waiting = None
+                m = node.machine
+                assert m is not None and not isinstance(m, SinkMachine)
+                try:
+                    if isinstance(ex.reply, MixnetError):
+                        more = m.on_send_error(ex.frame, ex.reply, self.now)
+                    else:
+                        assert ex.reply is not None
+                        more = m.on_reply(ex.frame, ex.reply, self.now)
+                except MixnetError as exc:
+                    self._fail_task(node, task, exc)
+                    return
+                task.actions.extendleft(reversed(node.emit(more)))
+                if self.eager:
+                    self.run(node, task)
+                return
+
+    def _client_reply(self, ex: Exchange) -> None:
+        assert ex.client is not None
+        client = self.clients[ex.client]
+        client.exchange = None
+        if isinstance(ex.reply, Accepted):
+            client.acked.append(ex.reply.round_id)
+            client.done = True
+        elif isinstance(ex.reply, RoundClosed | UnknownRound):
+            client.frame = None  # re-encode for the next round
+        elif isinstance(ex.reply, MixnetError):
+            if ex.reply.code == "internal-error":
+                client.frame = None
+            else:
+                client.done = True  # refused for good
+
+    def cut(self, ex: Exchange) -> None:
+        """The connection carrying ``ex`` drops: any reply is lost; the sender resends."""
+        self.trace.append(f"cut #{ex.ident} ({ex.state})")
+        if ex.state in ("delivered", "answered"):
+            replaced = Exchange(ex.ident, ex.src, ex.dst, ex.frame, client=ex.client)
+            self.exchanges[ex.ident] = replaced
+            for node in self.nodes:
+                for task in node.tasks:
+                    if task.waiting is ex:
+                        task.waiting = replaced
+            if ex.client is not None:
+                self.clients[ex.client].exchange = replaced
+
+    # ------------------------------------------------------------------ running actions
+
+    def runnable(self) -> list[tuple[Node, Task]]:
+        return [
+            (n, t) for n in self.nodes if n.alive for t in n.tasks if t.waiting is None
+        ]
+
+    def run(self, node: Node, task: Task, *, limit: int | None = None) -> None:
+        """Carry out ``task``'s actions until it waits for a reply or ends (or ``limit``
+        actions are done: a schedule may then interleave other steps)."""
+        m = node.machine
+        assert m is not None
+        while task.actions and task.waiting is None and limit != 0:
+            limit = None if limit is None else limit - 1
+            action = task.actions.popleft()
+            try:
+                more = self._do(node, task, action)
+            except MixnetError as exc:
+                self._fail_task(node, task, exc)
+                return
+            task.actions.extendleft(reversed(node.emit(more)))
+        if not task.actions and task.waiting is None and task in node.tasks:
+            node.tasks.remove(task)
+
+    def _fail_task(self, node: Node, task: Task, exc: MixnetError) -> None:
+        if task.serving is not None and task.serving.state == "delivered":
+            task.serving.state, task.serving.reply = "answered", exc
+        task.actions.clear()
+        if task in node.tasks:
+            node.tasks.remove(task)
+
+    def _commit(self, node: Node, action: Persist) -> None:
+        self.trace.append(
+            f"commit {node.name} {[type(w).__name__ for w in action.writes]} {action.token!r}"[:160]
+        )
+        node.store.apply(action.writes)
+        if action.token is not None:
+            assert node.machine is not None
+            try:
+                node.committed[id(action)] = node.emit(
+                    node.machine.persisted(action.token, self.now)
+                )
+            except MixnetError as exc:
+                node.committed[id(action)] = exc
+        if node.index == 0:
+            for w in action.writes:
+                if isinstance(w, AddSubmission):
+                    values = tuple(int.from_bytes(p[:VALUE], "big") for p in w.submission.payloads)
+                    stored = self.stored_in.setdefault(w.round_id, {})
+                    assert w.submission.client not in stored
+                    stored[w.submission.client] = values
+
+    def _do(self, node: Node, task: Task, action: Action) -> list[Action]:  # noqa: C901
+        m = node.machine
+        assert m is not None
+        match action:
+            case Persist():
+                # a FIFO writer: committing this write commits every earlier one first, and
+                # the machine hears of each commit in commit order
+                while any(q is action for q in node.queue):
+                    self._commit(node, node.queue.pop(0))
+                outcome = node.committed.pop(id(action), [])
+                if isinstance(outcome, MixnetError):
+                    raise outcome
+                return outcome
+            case Send():
+                ex = self._new_exchange(node.index, node.index + 1, action.frame)
+                task.waiting = ex
+                return []
+            case Reply():
+                served = task.serving
+                if served is not None and served.state == "delivered":
+                    served.state, served.reply = "answered", action.frame
+                return []
+            case Peel():
+                assert not isinstance(m, SinkMachine)
+                peeled: list[bytes | MixnetError] = [item[:-LAYER] for item in action.items]
+                return m.peeled(action.token, peeled, self.now)
+            case Mix():
+                assert not isinstance(m, SinkMachine)
+                items = list(action.payloads)
+                self.rng.shuffle(items)
+                chunks = split_chunks(items, action.chunk_size)
+                node.tasks.append(
+                    Task(
+                        deque(node.emit(m.mixed(action.round_id, chunks))),
+                        incarnation=node.incarnation,
+                    )
+                )
+                return []
+            case Deliver():
+                assert isinstance(m, SinkMachine)
+                result = self.app(action.round_id, action)
+                return m.delivered(action.round_id, result)
+            case Publish():
+                return []
+        raise AssertionError(f"unknown action {action!r}")
+
+    # ------------------------------------------------------------------ time, crashes
+
+    def tick(self, seconds: float) -> None:
+        self.now += seconds
+        self.trace.append(f"tick {self.now}")
+        entry = self.nodes[0]
+        if entry.alive:
+            assert isinstance(entry.machine, EntryMachine)
+            timer = entry.machine.next_timer()
+            if timer is not None and timer <= self.now:
+                task = Task(deque(entry.emit(entry.machine.handle_timer(self.now))))
+                entry.tasks.append(task)
+                if self.eager:
+                    self.run(entry, task)
+
+    def crash(self, index: int) -> None:
+        """Kill node ``index``: memory, tasks and connections are gone; the store stays."""
+        node = self.nodes[index]
+        self.trace.append(f"crash {node.name}")
+        node.alive = False
+        node.machine = None
+        node.tasks.clear()
+        node.queue.clear()
+        node.committed.clear()
+        node.incarnation += 1
+        for ex in list(self.exchanges.values()):
+            if ex.src == index:
+                del self.exchanges[ex.ident]  # its link is gone; recovery resends
+            elif ex.dst == index:
+                self.cut(ex)
+
+    def restart(self, index: int) -> None:
+        node = self.nodes[index]
+        node.alive = True
+        self._boot(node)
+        if self.eager:
+            for task in list(node.tasks):
+                self.run(node, task)
+
+    # ------------------------------------------------------------------ draining
+
+    def settle(self, *, max_steps: int = 100_000) -> None:
+        """Deliver everything, in order, with no more faults, advancing time until no
+        round is unfinished and every client is done or waits for nothing."""
+        self.eager = True
+        for node in self.nodes:
+            if not node.alive:
+                self.restart(node.index)
+        for _ in range(max_steps):
+            if self.runnable():
+                node, task = self.runnable()[0]
+                self.run(node, task)
+            elif self.answerable():
+                self.answer(self.answerable()[0])
+            elif self.deliverable():
+                self.deliver(self.deliverable()[0])
+            elif any(self.client_submit(c) for c in self.clients if not c.done):
+                pass
+            elif self._unfinished():
+                self.tick(self.policy.deadline_seconds)
+            else:
+                return
+        raise AssertionError("the chain did not settle")
+
+    def step(self) -> bool:
+        """One step of the default schedule (oldest first): run a task by one action,
+        answer, deliver, let a client submit, or let time pass to the next deadline.
+        False when nothing is left to do."""
+        if self.runnable():
+            node, task = self.runnable()[0]
+            self.run(node, task, limit=1)
+        elif self.answerable():
+            self.answer(self.answerable()[0])
+        elif self.deliverable():
+            self.deliver(self.deliverable()[0])
+        elif any(self.client_submit(c) for c in self.clients if not c.done):
+            pass
+        elif self._unfinished():
+            self.tick(self.policy.deadline_seconds)
+        else:
+            return False
+        return True
+
+    def _unfinished(self) -> bool:
+        entry = self.nodes[0].machine
+        assert isinstance(entry, EntryMachine)
+        if any(not c.done for c in self.clients):
+            return True
+        if entry.current is None:
+            return False
+        intake = entry.rounds[entry.current].entry
+        if intake is None or intake.clients == 0:
+            return False
+        return intake.clients >= self.policy.min_users or self.policy.below_min == "abort"

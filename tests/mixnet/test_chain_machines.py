@@ -1,0 +1,155 @@
+"""The round machines of a whole chain, wired together in memory (no sockets, no sqlite):
+exactly-once intake, the exact sum, and recovery from any crash, under reordered, duplicated
+and cut deliveries (hypothesis explores the schedules)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from mixnet.core.policy import RoundPolicy
+from mixnet.core.status import RoundStatus
+from tests.mixnet.chain_harness import MemoryChain
+
+
+def check_results(chain: MemoryChain, *, settled: bool = True) -> None:
+    """Every round the sink finished holds exactly the submissions the entry mix stored in
+    it, each once; once the chain settled, every client acknowledged in a round is counted
+    in that round (or the round was aborted)."""
+    sink = chain.nodes[-1]
+    for round_id, result in sink.store.results.items():
+        stored = chain.stored_in.get(round_id, {})
+        if result["status"] == "aborted":
+            continue
+        assert result["status"] == "ok", result
+        assert result["clients"] == len(stored), (round_id, result, stored)
+        assert result["sum"] == sum(sum(v) for v in stored.values())
+    counted: dict[str, list[int]] = {}
+    for round_id, stored in chain.stored_in.items():
+        if sink.store.results.get(round_id, {}).get("status") == "ok":
+            for client in stored:
+                counted.setdefault(client, []).append(round_id)
+    for client in chain.clients:
+        rounds = counted.get(client.ident, [])
+        assert len(rounds) <= 1, f"{client.ident} counted in rounds {rounds}\n" + "\n".join(
+            [t for t in chain.trace if "Batch" not in t and "Ack" not in t][:60]
+        )
+        assert len(client.acked) <= 1, f"{client.ident} acknowledged in {client.acked}"
+        if not settled:
+            continue
+        for acked in client.acked:
+            status = sink.store.rounds[acked].status
+            if status not in (RoundStatus.DONE, RoundStatus.ABORTED):
+                with open("/tmp/trace.txt", "w") as f:
+                    f.write("\n".join(chain.trace))
+            assert status in (RoundStatus.DONE, RoundStatus.ABORTED), (acked, status)
+            if status is RoundStatus.DONE:
+                assert rounds == [acked]
+
+
+def test_a_round_through_three_mixes_is_exact() -> None:
+    chain = MemoryChain(
+        mixes=3, messages=3, policy=RoundPolicy(2, 4, 10.0, chunk_size=2), seed=1
+    )
+    for i in range(7):
+        chain.add_client([i, 10 * i, 100 * i])
+    chain.settle()
+    check_results(chain)
+    results = chain.nodes[-1].store.results
+    assert sum(r["clients"] for r in results.values() if r["status"] == "ok") == 7  # type: ignore[misc]
+    assert all(c.acked for c in chain.clients)
+
+
+def test_every_node_recovers_from_a_crash_at_every_step() -> None:
+    """Crash each node after each of its first steps; the chain still ends exact."""
+    for victim in range(4):
+        for crash_after in range(1, 80, 3):
+            chain = MemoryChain(
+                mixes=3,
+                messages=2,
+                policy=RoundPolicy(2, 3, 5.0, "abort", chunk_size=2),
+                seed=crash_after,
+            )
+            for i in range(5):
+                chain.add_client([i + 1, 7])
+            chain.eager = False
+            for _ in range(crash_after):
+                chain.step()
+            chain.crash(victim)
+            chain.restart(victim)
+            chain.settle()
+            check_results(chain)
+
+
+class ChainSchedules(RuleBasedStateMachine):
+    """Any order of deliveries, duplicates (cut connections), timer ticks, crashes and
+    restarts of any node; the invariants hold throughout and after settling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chain = MemoryChain(
+            mixes=3, messages=2, policy=RoundPolicy(2, 4, 5.0, "abort", chunk_size=3), seed=7
+        )
+        self.chain.eager = False
+        for i in range(6):
+            self.chain.add_client([i + 1, 1000 * (i + 1)])
+
+    @precondition(lambda self: bool(self.chain.runnable()))
+    @rule(data=st.data(), steps=st.sampled_from([1, 1, 2, 100]))
+    def run_a_task(self, data: st.DataObject, steps: int) -> None:
+        node, task = data.draw(st.sampled_from(self.chain.runnable()))
+        self.chain.run(node, task, limit=steps)
+
+    @precondition(lambda self: bool(self.chain.deliverable()))
+    @rule(data=st.data())
+    def deliver_a_request(self, data: st.DataObject) -> None:
+        self.chain.deliver(data.draw(st.sampled_from(self.chain.deliverable())))
+
+    @precondition(lambda self: bool(self.chain.answerable()))
+    @rule(data=st.data())
+    def deliver_a_reply(self, data: st.DataObject) -> None:
+        self.chain.answer(data.draw(st.sampled_from(self.chain.answerable())))
+
+    @precondition(lambda self: bool(self.chain.exchanges))
+    @rule(data=st.data())
+    def cut_a_connection(self, data: st.DataObject) -> None:
+        ident = data.draw(st.sampled_from(sorted(self.chain.exchanges)))
+        self.chain.cut(self.chain.exchanges[ident])
+
+    @rule(steps=st.integers(1, 40))
+    def progress(self, steps: int) -> None:
+        for _ in range(steps):
+            if not self.chain.step():
+                return
+
+    @rule(client=st.integers(0, 5))
+    def client_submits(self, client: int) -> None:
+        self.chain.client_submit(self.chain.clients[client])
+
+    @rule(seconds=st.sampled_from([0.5, 2.0, 6.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.chain.tick(seconds)
+
+    @rule(index=st.integers(0, 3))
+    def crash_and_restart(self, index: int) -> None:
+        self.chain.crash(index)
+        self.chain.restart(index)
+
+    @invariant()
+    def results_are_exact(self) -> None:
+        check_results(self.chain, settled=False)
+
+    def teardown(self) -> None:
+        self.chain.settle()
+        check_results(self.chain)
+        assert all(c.done for c in self.chain.clients)
+
+
+ChainSchedules.TestCase.settings = settings(
+    max_examples=int(__import__("os").environ.get("CHAIN_EXAMPLES", "200")),
+    stateful_step_count=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestChainSchedules = ChainSchedules.TestCase
