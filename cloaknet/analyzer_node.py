@@ -1,95 +1,102 @@
-"""The analyzer node: the end of the chain, where the shuffled messages are analyzed.
+"""The analyzer: the application at the end of the chain, where the shuffled messages are
+analyzed.
 
-It receives the last mix's batch, runs :func:`cloaknet.analysis.analyze_round` with the
-chain's protocol (the count is checked against n·m there: a mismatch makes the round's result
-an error, never a wrong sum), and stores and publishes the result: ``GET /rounds/<id>`` (JSON)
-and the websocket frame ``subscribe {round}`` → ``result {...}``.
+:class:`AnalyzerApp` is a :class:`mixnet.sink.SinkApplication`: the generic
+:class:`~mixnet.sink.SinkNode` receives the last mix's batch, stores it, hands it to
+:meth:`AnalyzerApp.analyze` (in a worker thread), and stores and publishes what it returns —
+``GET /rounds/<id>`` (JSON) and the websocket frame ``subscribe {round}`` → ``result {...}``.
+The analysis is :func:`cloaknet.analysis.analyze_round` with the chain's protocol (the count
+is checked against n·m there: a mismatch makes the round's result an error, never a wrong
+sum). :func:`analyzer_node` builds the node.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-from websockets.asyncio.server import ServerConnection
 
 from cloaknet.analysis import analyze_round
 from cloaknet.encoding import decode_share
 from cloaknet.errors import CloakError
 from cloaknet.protocols import SummationProtocol
-from mixnet.errors import UnknownRound
-from mixnet.frames import ROUND_ID_MAX
-from mixnet.server import NodeSettings, SinkNode
+from mixnet.core.actions import DeliveredBatch
+from mixnet.settings import NodeSettings
+from mixnet.sink import SinkNode
 from mixnet.store import NodeStore
-from mixnet.wire import get_int
 
-__all__ = ["AnalyzerNode"]
-
-#: How long one ``subscribe`` waits before answering ``pending`` (the client asks again).
-SUBSCRIBE_WAIT = 60.0
+__all__ = ["AnalyzerApp", "analyzer_node"]
 
 
-class AnalyzerNode(SinkNode):
-    """:class:`~mixnet.server.SinkNode` that runs ``protocol``'s analyzer on every batch.
+class AnalyzerApp:
+    """Runs ``protocol``'s analyzer on every delivered batch (a
+    :class:`~mixnet.sink.SinkApplication`).
 
-    ``dump_dir`` (experiments only) makes it write each round's input to
-    ``<dump_dir>/round-<id>.json``. ``TypeError`` if ``protocol`` is not a
-    :class:`~cloaknet.protocols.base.SummationProtocol`.
+    ``dump_dir`` (experiments only; the ``--dump-dir`` option) makes :meth:`analyze` also write
+    each round's input — the shuffled messages — to ``<dump_dir>/round-<id>.json``. It is off
+    by default because it keeps data a deployment should not. ``clock`` (unix seconds) stamps
+    ``completed_at`` and measures ``analyze_seconds``.
+
+    :raises TypeError: ``protocol`` is not a
+        :class:`~cloaknet.protocols.base.SummationProtocol`.
+    :raises ParameterError: the protocol does not send a whole number of messages per user.
     """
 
     def __init__(
         self,
-        settings: NodeSettings,
-        store: NodeStore,
         protocol: SummationProtocol,
         *,
-        clock: Callable[[], float] = time.time,
         dump_dir: Path | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if not isinstance(protocol, SummationProtocol):
             raise TypeError(
                 f"protocol must be a SummationProtocol, not {type(protocol).__name__}"
             )
-        super().__init__(settings, store, clock=clock)
         self.protocol = protocol
+        self.messages = protocol.message_count  # ParameterError for a fractional m
         self.dump_dir = dump_dir
-        self._waiters: dict[int, asyncio.Event] = {}
-        self.handlers["subscribe"] = self._on_subscribe
+        self.clock = clock
 
-    def _event(self, round_id: int) -> asyncio.Event:
-        return self._waiters.setdefault(round_id, asyncio.Event())
+    def analyze(self, round_id: int, batch: DeliveredBatch) -> dict[str, Any]:
+        """The JSON result of round ``round_id``: :func:`~cloaknet.analysis.analyze_round` of
+        the batch (``round``, ``users``, ``messages``, ``protocol``, ``status`` and either the
+        protocol's fields or ``error``), plus ``completed_at`` (unix seconds, from ``clock``)
+        and ``analyze_seconds`` (>= 0).
 
-    def _publish(self, round_id: int, result: dict[str, Any]) -> None:
-        self.store.put_result(round_id, result)
-        self._event(round_id).set()
+        A bad batch (wrong count, a payload of the wrong width or value) gives
+        ``status == "error"``; it never raises for it. Apart from the two timing fields the
+        result is a pure function of the arguments, so running it again after a restart
+        publishes the same estimate; the dump, if any, is rewritten atomically with the same
+        content.
 
-    async def on_batch(
-        self, round_id: int, clients: int, count: int, payloads: list[bytes]
-    ) -> None:
+        :raises OSError: the dump could not be written (only with ``dump_dir``).
+        """
         started = self.clock()
-        result = await asyncio.to_thread(
-            analyze_round, self.protocol, round_id, clients, count, payloads
-        )
+        result = analyze_round(self.protocol, round_id, batch.clients, batch.count, batch.payloads)
         if self.dump_dir is not None:
-            await asyncio.to_thread(self._dump, round_id, clients, payloads)
-        result["completed_at"] = self.clock()
-        result["analyze_seconds"] = result["completed_at"] - started
-        self._round_metrics(round_id).update(
-            {"messages": len(payloads), "analyze_seconds": result["analyze_seconds"]}
-        )
-        self._publish(round_id, result)
+            self._dump(round_id, batch.clients, batch.payloads)
+        completed = self.clock()
+        result["completed_at"] = completed
+        result["analyze_seconds"] = max(0.0, completed - started)
+        return result
 
-    def _dump(self, round_id: int, clients: int, payloads: list[bytes]) -> None:
-        """Write the round's analyzer input — the shuffled messages — for experiments
-        (``--dump-dir``; off by default, since it keeps data a deployment should not).
-        A payload that does not decode is written as -1."""
+    def aborted(self, round_id: int) -> dict[str, Any]:
+        """The result of an aborted round (below ``min_users`` at the deadline):
+        ``{"round": round_id, "status": "aborted"}``."""
+        return {"round": round_id, "status": "aborted"}
+
+    def _dump(self, round_id: int, clients: int, payloads: Sequence[bytes]) -> None:
+        """Write ``<dump_dir>/round-<id>.json``: the round's shuffled messages as integers
+        (a payload that does not decode is written as -1), with the protocol's name, modulus,
+        messages per user and, if it has one, precision. Written to a temporary file first and
+        renamed, so a reader never sees a partial file. Raises ``OSError`` if it cannot."""
         assert self.dump_dir is not None
-        modulus = self.protocol.message_modulus
-        shares = []
+        protocol = self.protocol
+        modulus = protocol.message_modulus
+        shares: list[int] = []
         for payload in payloads:
             try:
                 shares.append(decode_share(payload, modulus))
@@ -98,12 +105,12 @@ class AnalyzerNode(SinkNode):
         record: dict[str, Any] = {
             "round": round_id,
             "users": clients,
-            "protocol": self.protocol.name,
+            "protocol": protocol.name,
             "modulus": modulus,
-            "messages": self.protocol.message_count,
+            "messages": self.messages,
             "shares": shares,
         }
-        precision = self.protocol.parameters().get("precision")
+        precision = protocol.parameters().get("precision")
         if precision is not None:
             record["precision"] = precision
         self.dump_dir.mkdir(parents=True, exist_ok=True)
@@ -111,38 +118,28 @@ class AnalyzerNode(SinkNode):
         tmp.write_text(json.dumps(record))
         tmp.replace(self.dump_dir / f"round-{round_id}.json")
 
-    def on_abort(self, round_id: int) -> None:
-        self._publish(round_id, {"round": round_id, "status": "aborted"})
 
-    def result(self, round_id: int) -> dict[str, Any] | None:
-        return self.store.get_result(round_id)
+def analyzer_node(
+    settings: NodeSettings,
+    store: NodeStore,
+    protocol: SummationProtocol,
+    *,
+    dump_dir: Path | None = None,
+    clock: Callable[[], float] = time.time,
+) -> SinkNode:
+    """The chain's last node (constructed, not started): a :class:`~mixnet.sink.SinkNode`
+    running :class:`AnalyzerApp` for ``protocol``.
 
-    def routes(self, path: str) -> tuple[int, object] | None:
-        if path == "/rounds":
-            return 200, [r.round_id for r in self.store.rounds()]
-        if not path.startswith("/rounds/"):
-            return None
-        tail = path[len("/rounds/") :]
-        if not tail.isdigit() or len(tail) > 19:
-            return 400, {"error": "round id must be a non-negative integer"}
-        round_id = int(tail)
-        result = self.result(round_id)
-        if result is not None:
-            return 200, result
-        known = self.store.get_round(round_id) is not None
-        return 404, {"round": round_id, "status": "pending" if known else "unknown"}
-
-    async def _on_subscribe(
-        self, conn: ServerConnection, frame: dict[str, object]
-    ) -> dict[str, object]:
-        round_id = get_int(frame, "round", min_value=0, max_value=ROUND_ID_MAX)
-        result = self.result(round_id)
-        if result is None:
-            try:
-                await asyncio.wait_for(self._event(round_id).wait(), timeout=SUBSCRIBE_WAIT)
-            except TimeoutError:
-                return {"type": "pending", "round": round_id}
-            result = self.result(round_id)
-            if result is None:
-                raise UnknownRound(f"round {round_id} has no result")
-        return {"type": "result", **result}
+    :raises TypeError, ParameterError: as :class:`AnalyzerApp`.
+    :raises ValueError: ``settings`` describe rounds of another shape than the protocol's
+        (``messages`` per client, ``payload_length`` bytes per message).
+    """
+    app = AnalyzerApp(protocol, dump_dir=dump_dir, clock=clock)
+    expected = (app.messages, protocol.bytes_per_message)
+    if (settings.messages, settings.payload_length) != expected:
+        raise ValueError(
+            f"the node settings carry {settings.messages} payloads of "
+            f"{settings.payload_length} bytes per client; protocol {protocol.name!r} sends "
+            f"{expected[0]} of {expected[1]}"
+        )
+    return SinkNode(settings, store, app, clock=clock)

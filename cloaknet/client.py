@@ -6,40 +6,42 @@
         receipt = await net.submit(0.42)
         result = await net.result(receipt.round)
 
-A submission discovers the entry mix's open round, verifies every mix's signed round key
-against the identity keys in the chain file, encodes the value (Algorithm 1, with the
-pre-randomizer in single-user mode), wraps each share in one onion layer per mix (in a thread
-pool) and submits all ``m`` onions in one frame. On connection loss it resends the *same*
-submission (the entry mix answers an exact retry ``accepted`` again, so a value never enters
-one round twice); if the round closed before the submission was accepted it is encoded afresh
-for the next round. It returns once the entry mix has acknowledged — i.e. stored — it.
+A :class:`ChainClient` only knows what values mean: it turns a value into the chain
+protocol's ``m`` fixed-width payloads (the protocol's ``encode_value`` — for the cloak
+Algorithm 1, with the pre-randomizer in single-user mode — then
+:func:`~cloaknet.encoding.encode_share`), and reads the analyzer's results. Everything about
+the network is :class:`mixnet.client.MixnetClient`'s: it discovers the entry mix's open round,
+verifies every mix's signed round key against the identity keys in the chain file, wraps each
+payload in one onion layer per mix (in a thread pool) and submits all ``m`` onions in one
+frame. On connection loss it resends the *same* submission (the entry mix answers an exact
+retry ``accepted`` again, so a value never enters one round twice); if the round closed before
+the submission was accepted, the value is encoded afresh for the next round. A submission
+returns once the entry mix has acknowledged — i.e. stored — it.
+
+All randomness of the encoding comes from the client's ``rng``, by default the OS CSPRNG
+(:data:`~cloaknet.randomness.SYSTEM_RANDOM`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
+import operator
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
-import numpy as np
-from websockets.asyncio.client import ClientConnection
-from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
-
 from cloaknet.chainfile import CloakChain, load_chain
-from cloaknet.encoding import encode, encode_share, quantize
+from cloaknet.encoding import check_input, encode_share
 from cloaknet.errors import CloakError
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
-from mixnet.errors import BadSignature, MixnetError, RoundClosed, UnknownRound
-from mixnet.frames import parse_announcements
-from mixnet.keys import RoundKeyAnnouncement
-from mixnet.onion import onion_length, wrap
-from mixnet.wire import decode_frame, encode_frame, get_float, get_int, raise_for_error
+from mixnet.client import MixnetClient
+from mixnet.errors import LinkClosed, MalformedFrame, MixnetError
+from mixnet.frames import ROUND_ID_MAX
+from mixnet.link import Backoff
+from mixnet.wire import get_float, get_int
 
 __all__ = [
     "ChainClient",
@@ -52,7 +54,10 @@ __all__ = [
     "connect",
 ]
 
-MAX_REPLY = 1 << 20
+#: Spacing of repeated ``subscribe`` requests while the analyzer answers ``pending``.
+_POLL = Backoff(base=0.05, cap=1.0)
+#: Keys of a ``result`` reply that belong to the frame, not to the result.
+_FRAME_KEYS = frozenset({"v", "type"})
 
 
 class ClientError(CloakError):
@@ -60,8 +65,12 @@ class ClientError(CloakError):
 
 
 class SubmissionRejected(ClientError):
-    """The entry mix refused the submission for a reason a retry cannot fix; ``code`` is the
-    wire error code."""
+    """A submission was refused for a reason a retry cannot fix: by the entry mix (e.g.
+    ``duplicate-client``), by the client's own checks of the chain (``bad-signature``: a round
+    key not signed by the mix the chain file lists; ``parameter-mismatch``: the entry mix runs
+    rounds of another shape), or because rounds kept closing for ``retry_for`` seconds
+    (``round-closed`` / ``unknown-round``). ``code`` is the wire error code; the
+    :class:`~mixnet.errors.MixnetError` is the ``__cause__``."""
 
     def __init__(self, code: str, reason: str) -> None:
         super().__init__(f"{code}: {reason}")
@@ -78,15 +87,20 @@ class RoundFailed(ClientError):
 
 @dataclass(frozen=True)
 class Receipt:
-    """Proof of acceptance: the round the value went into and the client id used."""
+    """Proof of acceptance: the ``round`` the value went into, the ``client`` id used, and
+    ``digest``, :func:`mixnet.core.onion_digest` of the onions the entry mix accepted."""
 
     round: int
     client: str
+    digest: bytes = b""
 
 
 @dataclass(frozen=True)
 class RoundResult:
-    """A round's published result (see the analyzer node)."""
+    """A round's published result: ``round``, ``users`` (n), ``estimate`` (of Σ x_i) and
+    ``raw``, every field the analyzer published (see
+    :func:`cloaknet.analysis.analyze_round`; e.g. ``status``, ``protocol``, ``messages``,
+    ``estimate_exact`` for the cloak, ``completed_at``)."""
 
     round: int
     users: int
@@ -94,61 +108,21 @@ class RoundResult:
     raw: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class _RoundInfo:
-    round_id: int
-    deadline: float
-    public_keys: tuple[bytes, ...]
-
-
-class _Channel:
-    """One websocket to a node, reconnecting on demand; one request at a time."""
-
-    def __init__(self, url: str, *, max_size: int, retry_for: float) -> None:
-        self.url = url
-        self.max_size = max_size
-        self.retry_for = retry_for
-        self._conn: ClientConnection | None = None
-        self._lock = asyncio.Lock()
-
-    async def request(self, frame: dict[str, object]) -> dict[str, object]:
-        """Send ``frame`` and return the reply; error replies raise the matching
-        :class:`MixnetError`. Connection failures are retried for ``retry_for`` seconds."""
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.retry_for
-        delay = 0.05
-        async with self._lock:
-            while True:
-                try:
-                    if self._conn is None:
-                        self._conn = await ws_connect(
-                            self.url, compression=None, max_size=self.max_size, proxy=None
-                        )
-                    await self._conn.send(encode_frame(frame))
-                    raw = await self._conn.recv()
-                    break
-                except (OSError, ConnectionClosed, InvalidHandshake, TimeoutError):
-                    await self.close()
-                    if loop.time() >= give_up:
-                        raise
-                    await asyncio.sleep(delay)
-                    delay = min(2 * delay, 1.0)
-        if not isinstance(raw, bytes):
-            raise SubmissionRejected("malformed-frame", "node sent a text frame")
-        reply = decode_frame(raw, max_size=self.max_size)
-        raise_for_error(reply)
-        return reply
-
-    async def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
-
-
 class ChainClient:
-    """A connection to one chain. Use :func:`connect`; safe for many concurrent submissions
-    from one event loop (they are spread over ``connections`` websockets)."""
+    """A client of one chain (use :func:`connect`); safe for many concurrent submissions from
+    one event loop, spread over ``connections`` websockets to the entry mix.
+
+    ``retry_for`` (seconds) bounds how long a request retries connection failures and how long
+    a submission keeps trying new rounds; ``workers`` sizes the wrapping thread pool; ``rng``
+    feeds the encoding (default: the OS CSPRNG — only tests and reproducible simulations pass
+    another). :attr:`mixnet` is the underlying :class:`~mixnet.client.MixnetClient`.
+
+    Construction opens nothing; :meth:`aclose` (or ``async with``) closes the connections.
+
+    :raises TypeError: ``chain`` is not a :class:`~cloaknet.chainfile.CloakChain` or ``rng``
+        not a :class:`~cloaknet.randomness.RandomSource`.
+    :raises ValueError: ``connections < 1`` or ``retry_for`` negative or not finite.
+    """
 
     def __init__(
         self,
@@ -159,135 +133,105 @@ class ChainClient:
         rng: RandomSource = SYSTEM_RANDOM,
         workers: int | None = None,
     ) -> None:
+        if not isinstance(chain, CloakChain):
+            raise TypeError(f"chain must be a CloakChain, not {type(chain).__name__}")
+        if not isinstance(rng, RandomSource):
+            raise TypeError(f"rng must be a RandomSource, not {type(rng).__name__}")
         self.chain = chain
         self.rng = rng
         self.retry_for = retry_for
-        config = chain.config
-        submit_size = chain.messages * (self._onion_length() + 16) + 64 * 1024
-        self._entry = [
-            _Channel(config.mixes[0].url, max_size=max(submit_size, MAX_REPLY), retry_for=retry_for)
-            for _ in range(max(1, connections))
-        ]
-        self._next = 0
-        self._analyzer = _Channel(config.analyzer.url, max_size=MAX_REPLY, retry_for=retry_for)
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cloaknet-wrap")
-        self._round: _RoundInfo | None = None
-        self._round_lock = asyncio.Lock()
-
-    def _onion_length(self) -> int:
-        return onion_length(self.chain.payload_length, len(self.chain.config.mixes))
+        self.mixnet = MixnetClient(
+            chain.config,
+            messages=chain.messages,
+            payload_length=chain.payload_length,
+            sink_url=chain.config.analyzer.url,
+            connections=connections,
+            retry_for=retry_for,
+            workers=workers,
+        )
 
     async def aclose(self) -> None:
-        for channel in (*self._entry, self._analyzer):
-            await channel.close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Close every connection and the thread pool (idempotent); later requests raise
+        :class:`~mixnet.errors.LinkClosed`."""
+        await self.mixnet.aclose()
 
-    # ------------------------------------------------------------------ rounds
+    async def __aenter__(self) -> ChainClient:
+        return self
 
-    async def _current_round(self, *, refresh: bool = False) -> _RoundInfo:
-        async with self._round_lock:
-            if self._round is not None and not refresh:
-                return self._round
-            reply = await self._entry[0].request({"type": "get-round"})
-            self._round = self._verify_round(reply)
-            return self._round
-
-    def _verify_round(self, reply: dict[str, object]) -> _RoundInfo:
-        config = self.chain.config
-        round_id = get_int(reply, "round", min_value=0)
-        if (
-            get_int(reply, "messages") != self.chain.messages
-            or get_int(reply, "payload_length") != self.chain.payload_length
-        ):
-            raise SubmissionRejected(
-                "bad-chain-config", "the entry mix's parameters differ from the chain file"
-            )
-        anns: list[RoundKeyAnnouncement] = parse_announcements(
-            reply, chain_id=config.chain_id, max_count=len(config.mixes)
-        )
-        if [a.node for a in anns] != [m.name for m in config.mixes]:
-            raise BadSignature("round keys do not come from the chain's mixes in order")
-        for ann, mix in zip(anns, config.mixes, strict=True):
-            if ann.round_id != round_id or mix.identity is None:
-                raise BadSignature(f"round key of {mix.name} is for another round")
-            ann.verify(mix.identity)
-        return _RoundInfo(round_id, get_float(reply, "deadline"), tuple(a.public_key for a in anns))
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     # ------------------------------------------------------------------ submit
 
-    def _messages(self, x: float, clip: bool) -> list[bytes]:
-        """The fixed-width payloads of one value: the cloak's shares (Algorithm 1, with the
-        pre-randomizer in single-user mode), or the chain's comparison protocol's messages."""
-        protocol = self.chain.protocol
+    def _payloads(self, x: float, clip: bool) -> list[bytes]:
+        """One fresh encoding of ``x``: the protocol's ``m`` messages as fixed-width payloads."""
+        values = self.chain.protocol.encode_value(x, self.rng, clip=clip)
         modulus = self.chain.message_modulus
-        if protocol is None:
-            values = encode(x, self.chain.cloak(), self.rng, clip=clip)
-        else:
-            k = 1 << 52
-            clipped = quantize(x, k, clip=clip) / k if clip else x
-            values = [int(v) for v in protocol.encode_many(np.array([clipped]), self.rng)[0]]
         return [encode_share(v, modulus) for v in values]
 
-    def _prepare(self, x: float, info: _RoundInfo, clip: bool) -> list[bytes]:
-        """Encode ``x`` and wrap its payloads for round ``info`` (tests use it to craft frames)."""
-        return self._wrap(self._messages(x, clip), info)
-
-    async def submit_shares(
-        self, shares: Sequence[int], *, client_id: str | None = None
+    async def _submit(
+        self, make_payloads: Callable[[], Sequence[bytes]], client_id: str | None
     ) -> Receipt:
-        """Submit pre-computed shares (for experiments that model colluding or deviating
-        users, who choose their own messages). ``shares`` must be ``m`` integers in [0, N).
-        Retries like :meth:`submit`: if the round closed first, the same shares go into the
-        next round."""
-        if len(shares) != self.chain.messages:
-            raise SubmissionRejected("wrong-count", f"expected {self.chain.messages} shares")
-        payloads = [encode_share(int(y), self.chain.message_modulus) for y in shares]
-        return await self._submit_payloads(lambda: payloads, client_id)
-
-    async def _submit_payloads(
-        self, make_payloads: Callable[[], list[bytes]], client_id: str | None
-    ) -> Receipt:
-        client = client_id or secrets.token_hex(16)
-        channel = self._entry[self._next % len(self._entry)]
-        self._next += 1
-        loop = asyncio.get_running_loop()
-        refresh = False
-        for _attempt in range(1000):
-            info = await self._current_round(refresh=refresh)
-            onions = await loop.run_in_executor(self._pool, self._wrap, make_payloads(), info)
-            try:
-                await channel.request(
-                    {"type": "submit", "round": info.round_id, "client": client, "onions": onions}
-                )
-                return Receipt(info.round_id, client)
-            except (RoundClosed, UnknownRound):
-                refresh = True  # encode afresh for the next round
-                await asyncio.sleep(0.05)
-            except MixnetError as exc:
-                raise SubmissionRejected(exc.code, exc.reason) from exc
-        raise SubmissionRejected("round-closed", "no round accepted the submission")
-
-    def _wrap(self, payloads: list[bytes], info: _RoundInfo) -> list[bytes]:
-        return [
-            wrap(p, info.public_keys, chain_id=self.chain.config.chain_id, round_id=info.round_id)
-            for p in payloads
-        ]
+        """:meth:`MixnetClient.submit`, with its refusals turned into
+        :class:`SubmissionRejected` (``LinkClosed`` and connection failures pass through)."""
+        try:
+            receipt = await self.mixnet.submit(make_payloads, client_id=client_id)
+        except LinkClosed:
+            raise
+        except MixnetError as exc:
+            raise SubmissionRejected(exc.code, exc.reason) from exc
+        return Receipt(receipt.round_id, receipt.client_id, receipt.digest)
 
     async def submit(
         self, x: float, *, clip: bool = False, client_id: str | None = None
     ) -> Receipt:
         """Encode and submit one value; returns once the entry mix has stored it.
 
-        A fresh encoding (Algorithm 1, with the pre-randomizer in single-user mode) is made for
-        each round tried; within a round, retries after a connection loss resend the identical
-        onions, which the entry mix acknowledges without counting them twice.
+        ``x`` is an int, float or :class:`~fractions.Fraction` in [0, 1]; with ``clip=True``
+        values outside are clipped to 0 or 1. It is checked before anything is sent. A fresh
+        encoding is made for each round tried; within a round, retries after a connection
+        loss resend the identical onions, which the entry mix acknowledges without counting
+        them twice. ``client_id`` (1..128 characters) defaults to a random one.
 
-        :raises InputRangeError: x is NaN or outside [0, 1] (unless ``clip``).
-        :raises SubmissionRejected: the entry mix refused it for a non-retryable reason.
-        :raises OSError: the entry mix was unreachable for ``retry_for`` seconds.
+        :raises InputRangeError: x is not a number, is NaN, or lies outside [0, 1] without
+            ``clip``.
+        :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters.
+        :raises SubmissionRejected: the submission was refused (see its ``code``).
+        :raises LinkClosed: the client was closed.
+        :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the entry mix was
+            unreachable for ``retry_for`` seconds.
         """
-        quantize(x, 1, clip=clip)  # validate before any work (InputRangeError)
-        return await self._submit_payloads(lambda: self._messages(x, clip), client_id)
+        check_input(x, clip=clip)
+        return await self._submit(lambda: self._payloads(x, clip), client_id)
+
+    async def submit_shares(
+        self, shares: Sequence[int], *, client_id: str | None = None
+    ) -> Receipt:
+        """Submit pre-computed messages (for experiments that model colluding or deviating
+        users, who choose their own). ``shares`` must be ``m`` integers in
+        ``[0, message_modulus)``; they are checked before anything is sent. Retries like
+        :meth:`submit`, except that if the round closed first the *same* shares go into the
+        next round.
+
+        :raises SubmissionRejected: not exactly ``m`` shares (code ``wrong-count``), or the
+            submission was refused as for :meth:`submit`.
+        :raises TypeError: a share is not an integer (a float is refused, not truncated).
+        :raises ShareError: a share lies outside ``[0, message_modulus)``.
+        :raises LinkClosed, OSError, ConnectionClosed, InvalidHandshake, TimeoutError: as
+            :meth:`submit`.
+        """
+        if len(shares) != self.chain.messages:
+            raise SubmissionRejected(
+                "wrong-count", f"expected {self.chain.messages} shares, got {len(shares)}"
+            )
+        modulus = self.chain.message_modulus
+        payloads = [encode_share(operator.index(y), modulus) for y in shares]
+        return await self._submit(lambda: payloads, client_id)
 
     async def submit_many(
         self,
@@ -297,60 +241,120 @@ class ChainClient:
         clip: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> list[Receipt]:
-        """Submit many values concurrently (for simulations). Returns receipts in order."""
-        receipts: list[Receipt | None] = [None] * len(values)
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(len(values)):
-            queue.put_nowait(i)
+        """Submit many values, up to ``concurrency`` at a time (for simulations); returns
+        their receipts in the order of ``values``. ``progress(1)`` is called after each
+        acknowledged submission.
+
+        Every value is checked first: if one is invalid, nothing is sent and its error is
+        raised. If a submission fails, the others still in flight are cancelled and awaited —
+        no task is left running — and that first failure is raised (values already
+        acknowledged stay in their round).
+
+        :raises ValueError: ``concurrency < 1``.
+        :raises InputRangeError: a value is invalid (nothing was sent).
+        :raises SubmissionRejected, LinkClosed, OSError, ConnectionClosed, InvalidHandshake,
+            TimeoutError: the first submission that failed, as :meth:`submit`.
+        """
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        items = list(values)
+        for value in items:
+            check_input(value, clip=clip)
+        receipts: list[Receipt | None] = [None] * len(items)
+        todo = iter(range(len(items)))
 
         async def worker() -> None:
-            while True:
-                try:
-                    i = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                receipts[i] = await self.submit(values[i], clip=clip)
+            for index in todo:  # one shared iterator: each index is taken once
+                receipts[index] = await self.submit(items[index], clip=clip)
                 if progress is not None:
                     progress(1)
 
-        await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
-        return [r for r in receipts if r is not None]
+        failure: BaseException | None = None
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(concurrency, len(items))):
+                    group.create_task(worker())
+        except BaseExceptionGroup as errors:
+            failure = _first_leaf(errors)
+        if failure is not None:
+            raise failure  # outside the except block: not chained to the group
+        return [receipt for receipt in receipts if receipt is not None]
 
     # ------------------------------------------------------------------ results
 
     async def result(self, round_id: int, *, timeout: float | None = None) -> RoundResult:
-        """Wait for the analyzer's result of ``round_id``.
+        """Wait for the analyzer's result of ``round_id`` (``timeout`` seconds, ``None``:
+        forever).
 
+        Asks the analyzer ``subscribe {round}``; it answers ``result {...}`` once the round is
+        analyzed, or ``pending {round}`` after a while, and then the client asks again.
+
+        :raises TypeError, ValueError: ``round_id`` is not an int in 0..2**63-1.
         :raises RoundAborted: the round was aborted.
         :raises RoundFailed: the analyzer reported an error for the round.
         :raises TimeoutError: no result within ``timeout`` seconds.
+        :raises MalformedFrame: the reply is about another round, or an ``ok`` result lacks a
+            valid ``users`` or ``estimate``.
+        :raises MixnetError: the analyzer answered with an error frame (not retried).
+        :raises LinkClosed: the client was closed.
+        :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the analyzer was
+            unreachable for ``retry_for`` seconds.
         """
+        if isinstance(round_id, bool) or not isinstance(round_id, int):
+            raise TypeError(f"round_id must be an int, not {type(round_id).__name__}")
+        if not 0 <= round_id <= ROUND_ID_MAX:
+            raise ValueError(f"round_id must be in 0..{ROUND_ID_MAX}, got {round_id}")
+        async with asyncio.timeout(timeout):
+            return await self._await_result(round_id)
 
-        async def wait() -> RoundResult:
-            while True:
-                reply = await self._analyzer.request({"type": "subscribe", "round": round_id})
-                if reply.get("type") == "result":
-                    return self._parse_result(reply)
+    async def _await_result(self, round_id: int) -> RoundResult:
+        attempt = 0
+        while True:
+            reply = await self.mixnet.sink_request(
+                {"type": "subscribe", "round": round_id}, expect=("result", "pending")
+            )
+            answered = get_int(reply, "round", min_value=0, max_value=ROUND_ID_MAX)
+            if answered != round_id:
+                raise MalformedFrame(
+                    f"asked for round {round_id}, the analyzer answered about round {answered}"
+                )
+            if reply["type"] == "result":
+                return _parse_result(round_id, reply)
+            await asyncio.sleep(_POLL.delay(attempt))
+            attempt += 1
 
-        return await asyncio.wait_for(wait(), timeout=timeout)
 
-    @staticmethod
-    def _parse_result(reply: dict[str, object]) -> RoundResult:
-        status = reply.get("status")
-        round_id = get_int(reply, "round", min_value=0)
-        if status == "aborted":
-            raise RoundAborted(f"round {round_id} was aborted")
-        if status != "ok":
-            raise RoundFailed(f"round {round_id}: {reply.get('error')}")
-        estimate = reply.get("estimate")
-        if not isinstance(estimate, float):
-            raise RoundFailed(f"round {round_id}: malformed result")
-        return RoundResult(round_id, get_int(reply, "users", min_value=0), estimate, dict(reply))
+def _parse_result(round_id: int, reply: dict[str, object]) -> RoundResult:
+    """The :class:`RoundResult` of a ``result`` reply about ``round_id`` (raises as
+    :meth:`ChainClient.result`)."""
+    raw = {key: value for key, value in reply.items() if key not in _FRAME_KEYS}
+    status = raw.get("status")
+    if status == "aborted":
+        raise RoundAborted(f"round {round_id} was aborted")
+    if status != "ok":
+        raise RoundFailed(f"round {round_id}: {raw.get('error', f'status {status!r}')}")
+    users = get_int(raw, "users", min_value=0)
+    estimate = get_float(raw, "estimate")
+    return RoundResult(round_id, users, estimate, raw)
+
+
+def _first_leaf(errors: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception of a (possibly nested) exception group."""
+    first = errors.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
 
 
 @contextlib.asynccontextmanager
 async def connect(chain: str | Path | CloakChain, **kwargs: Any) -> AsyncIterator[ChainClient]:
-    """Open a :class:`ChainClient` for a chain file (or a loaded :class:`CloakChain`)."""
+    """Open a :class:`ChainClient` for a chain file (or a loaded
+    :class:`~cloaknet.chainfile.CloakChain`); ``kwargs`` go to :class:`ChainClient`. The client
+    is closed when the block ends.
+
+    :raises ChainFileError: the chain file is unreadable or invalid.
+    :raises TypeError, ValueError: as :class:`ChainClient`.
+    """
     loaded = chain if isinstance(chain, CloakChain) else load_chain(chain)
     client = ChainClient(loaded, **kwargs)
     try:

@@ -299,8 +299,8 @@ async def _drive(
                 procs.check_alive()
                 statuses = await asyncio.to_thread(_statuses, ports)
                 for hop, status in zip(hops, statuses, strict=True):
-                    info = status.get("metrics", {}).get("rounds", {}).get(str(round_id), {})
-                    done = "forwarded_at" in info or "analyze_seconds" in info
+                    info = _round_info(status, round_id)
+                    done = info.get("status") in ("forwarded", "done")
                     bars.update(hop_tasks[hop], completed=1 if done else 0)
                 await asyncio.wait({result_task}, timeout=0.2)
             result = await result_task
@@ -310,7 +310,7 @@ async def _drive(
     rates: list[float] = []
     seconds: list[float] = []
     for status in statuses:
-        info = status.get("metrics", {}).get("rounds", {}).get(str(round_id), {})
+        info = _round_info(status, round_id)
         busy = sum(
             float(info.get(key, 0.0))
             for key in ("peel_seconds", "mix_seconds", "forward_seconds", "analyze_seconds")
@@ -325,6 +325,14 @@ async def _drive(
         "hop_rates": rates,
         "hop_seconds": seconds,
     }
+
+
+def _round_info(status: dict[str, Any], round_id: int) -> dict[str, Any]:
+    """One round's entry in a node's ``/status`` (``{}`` if the node does not list it)."""
+    for info in status.get("rounds", []):
+        if isinstance(info, dict) and info.get("round") == round_id:
+            return info
+    return {}
 
 
 def _statuses(ports: list[int]) -> list[dict[str, Any]]:

@@ -177,32 +177,6 @@ def _prepare_peel(
     return SealedBox(secret_key), tag
 
 
-def peel(
-    onion: bytes,
-    secret_key: PrivateKey,
-    *,
-    chain_id: str,
-    round_id: int,
-    hop_index: int,
-    expected_length: int,
-) -> bytes:
-    """Remove this mix's layer from ``onion`` and return the inner bytes.
-
-    The result has ``expected_length - LAYER_OVERHEAD`` bytes. Checks, in order:
-
-    * ``onion`` is ``bytes`` of exactly ``expected_length`` bytes, else :class:`BadLength`
-      (no cryptography is done on a wrong-length input);
-    * the sealed box opens with ``secret_key``, else :class:`DecryptionFailed`;
-    * the binding tag matches ``(chain_id, round_id, hop_index)``, else
-      :class:`BindingMismatch`.
-
-    Raises ``TypeError``/``ValueError`` for invalid call arguments (``secret_key`` not a
-    ``PrivateKey``, ``expected_length < LAYER_OVERHEAD``, bad chain/round/hop values).
-    """
-    box, tag = _prepare_peel(secret_key, chain_id, round_id, hop_index, expected_length)
-    return _peel_checked(onion, box, tag, expected_length)
-
-
 def peel_many(
     onions: Sequence[bytes],
     secret_key: PrivateKey,
@@ -212,10 +186,14 @@ def peel_many(
     hop_index: int,
     expected_length: int,
 ) -> list[bytes | MixnetError]:
-    """Peel every onion in ``onions``; never raises for a bad item.
+    """Remove this mix's layer from every onion in ``onions``; never raises for a bad item.
 
-    Returns a list aligned with ``onions``: the inner bytes for each onion that peeled, or
-    the :class:`MixnetError` that :func:`peel` would have raised for it. Meant to run in a
+    Returns a list aligned with ``onions``: for each, the inner bytes
+    (``expected_length - LAYER_OVERHEAD`` of them), or the error found, checked in order:
+    not ``bytes`` of exactly ``expected_length`` → :class:`BadLength` (no cryptography is done
+    on a wrong-length input); the sealed box does not open with ``secret_key`` →
+    :class:`DecryptionFailed`; the binding tag does not match ``(chain_id, round_id,
+    hop_index)`` → :class:`BindingMismatch`. Meant to run in a
     worker thread on a chunk of a batch (libsodium releases the GIL). Invalid call
     arguments still raise ``TypeError``/``ValueError`` before any item is touched.
     """

@@ -92,6 +92,11 @@ class ChunkReceiver:
             return [Reply(BatchAck(batch.round_id, batch.index))]
         if batch.index in st.in_flight:
             return [Persist((), token=AwaitChunk(batch.round_id, batch.index))]
+        if st.batch is None:  # aborted meanwhile
+            raise UnknownRound(f"round {batch.round_id} is not open here")
+        st.batch.reserve(
+            batch.index, batch.chunks, batch.clients, batch.count, len(batch.payloads)
+        )
         st.in_flight.add(batch.index)
         chunk = Chunk(
             sender=batch.sender,
@@ -146,6 +151,8 @@ class ChunkReceiver:
             st = self.rounds.get(token.round_id)
             if st is not None:
                 st.in_flight.discard(token.chunk.index)
+                if st.batch is not None:
+                    st.batch.release(token.chunk.index)
         raise InternalError("the node could not store the chunk; send it again")
 
     def _complete(self, st: RoundState) -> list[Action]:

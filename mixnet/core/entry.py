@@ -68,6 +68,7 @@ class Stored:
     round_id: int
     client: str
     digest: bytes
+    onions: tuple[bytes, ...]
 
 
 @dataclass(frozen=True)
@@ -168,9 +169,9 @@ class EntryMachine(MixRounds):
                 actions += self._close(st)
             elif verdict == "aborted":
                 actions += self._abort(st)
-        if self.current is None and self.opening is None:
-            if self._retry_at is None or now >= self._retry_at:
-                actions += self._open(now)
+        idle = self.current is None and self.opening is None
+        if idle and (self._retry_at is None or now >= self._retry_at):
+            actions += self._open(now)
         return actions
 
     def _open(self, now: float) -> list[Action]:
@@ -207,7 +208,11 @@ class EntryMachine(MixRounds):
         if st is None or st.status is not RoundStatus.OPENING:
             return []
         downstream = reply.announcements
-        if len(downstream) != self.hops - 1 or any(a.round_id != r for a in downstream):
+        if (
+            reply.round_id != r
+            or len(downstream) != self.hops - 1
+            or any(a.round_id != r for a in downstream)
+        ):
             return self.on_send_error(
                 OpenRound(r), InternalError("successor announced keys for another round"), now
             )
@@ -244,7 +249,11 @@ class EntryMachine(MixRounds):
             self._retry_at = now + min(
                 OPEN_RETRY_CAP, OPEN_RETRY_BASE * 2 ** (self._refusals - 1)
             )
-            return [Persist((EraseKey(st.round_id), SetRound(st.round_id, status=st.status)))]
+            # nodes that did open it must not keep it (and its keys) forever
+            return [
+                Persist((EraseKey(st.round_id), SetRound(st.round_id, status=st.status))),
+                Send(AbortRound(st.round_id)),
+            ]
         return []
 
     # ------------------------------------------------------------------ submissions
@@ -323,7 +332,7 @@ class EntryMachine(MixRounds):
         actions: list[Action] = [
             Persist(
                 (AddSubmission(r, Submission(client, digest, payloads)),),
-                token=Stored(r, client, digest),
+                token=Stored(r, client, digest, onions),
             )
         ]
         if closes:
@@ -358,12 +367,15 @@ class EntryMachine(MixRounds):
         :raises InternalError: for a submission (the client gets an error and may retry).
         """
         if isinstance(token, Opened):
-            return self.on_send_error(OpenRound(token.round_id), InternalError("store failed"), now)
+            st = self.rounds[token.round_id]
+            if st.status is not RoundStatus.OPEN:
+                return []
+            return self._abort(st)
         if isinstance(token, Stored):
             st = self.rounds[token.round_id]
             st.pending.pop(token.client, None)
             if st.entry is not None:
-                st.entry.release(token.client, (), reopen=False)
+                st.entry.release(token.client, token.onions, reopen=False)
             actions = self._mix_if_ready(st)
             if actions:
                 return actions
@@ -453,6 +465,9 @@ class EntryMachine(MixRounds):
                     st.entry.restore(sub.client, sub.digest)
                     st.submissions[sub.client] = sub.payloads
                 m.current = r
+                if len(subs) >= policy.max_users:  # the closing write was lost in a crash
+                    st.entry.status = "closed"
+                    actions += m._close(st)
             elif rec.status is RoundStatus.OPEN:  # a second open round cannot happen: abort
                 actions += m._abort(st)
             elif rec.status is RoundStatus.CLOSED:

@@ -200,6 +200,8 @@ class BatchIntake:
     """One round's incoming batch at a node after the entry mix.
 
     The first chunk fixes ``chunks``, ``clients`` and ``count``; later chunks must agree.
+    Chunks being stored (:meth:`reserve` → :meth:`record` or :meth:`release`) count too, so
+    chunks in flight together can never exceed the batch's declared count or disagree.
     """
 
     round_id: int
@@ -208,10 +210,32 @@ class BatchIntake:
     chunks: int | None = None
     clients: int | None = None
     count: int | None = None
-    received: dict[int, int] = field(default_factory=dict)  # chunk index -> payloads in it
+    received: dict[int, int] = field(default_factory=dict)  # chunk index -> items it carried
     dropped: int = 0
     #: hash of each incoming item of the round -> the chunk index it first arrived in
     seen: dict[bytes, int] = field(default_factory=dict)
+    #: chunks being stored: index -> (chunks, clients, count, items it carried)
+    pending: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+
+    def _shape(self) -> tuple[int, int, int] | None:
+        if self.chunks is not None:
+            assert self.clients is not None and self.count is not None
+            return (self.chunks, self.clients, self.count)
+        for chunks, clients, count, _ in self.pending.values():
+            return (chunks, clients, count)
+        return None
+
+    def _agrees(self, index: int, chunks: int, clients: int, count: int, size: int) -> None:
+        if chunks < 1 or not 0 <= index < chunks:
+            raise WrongCount(f"chunk index {index} out of range for {chunks} chunks")
+        if clients < 0 or count < 0:
+            raise WrongCount("negative counts")
+        shape = self._shape()
+        if shape is not None and (chunks, clients, count) != shape:
+            raise WrongCount("chunk counts disagree with earlier chunks of this batch")
+        others = sum(v[3] for i, v in self.pending.items() if i != index)
+        if self.total_received + others + size > count:
+            raise WrongCount(f"batch holds more than its count of {count} payloads")
 
     def check(
         self,
@@ -225,44 +249,42 @@ class BatchIntake:
         """Validate a chunk. Returns False if it is a duplicate of a stored chunk.
 
         :raises UnknownRound: wrong sender for this round.
-        :raises WrongCount: counts disagree with earlier chunks, index out of range, or more
-            payloads than the batch's count.
+        :raises WrongCount: counts disagree with earlier chunks (stored or being stored),
+            index out of range, or more payloads than the batch's count.
         :raises BadLength: a payload of the wrong length.
         """
         if sender != self.sender:
             raise UnknownRound(f"round {self.round_id} expects batches from {self.sender!r}")
-        if chunks < 1 or not 0 <= index < chunks:
-            raise WrongCount(f"chunk index {index} out of range for {chunks} chunks")
-        if clients < 0 or count < 0:
-            raise WrongCount("negative counts")
-        if self.chunks is not None and (chunks, clients, count) != (
-            self.chunks,
-            self.clients,
-            self.count,
-        ):
-            raise WrongCount("chunk counts disagree with earlier chunks of this batch")
         if index in self.received:
             return False
+        self._agrees(index, chunks, clients, count, len(payloads))
         for i, payload in enumerate(payloads):
             if not isinstance(payload, bytes) or len(payload) != self.payload_length:
                 raise BadLength(f"payload {i} must be {self.payload_length} bytes")
-        if sum(self.received.values()) + len(payloads) > count:
-            raise WrongCount(f"batch holds more than its count of {count} payloads")
         return True
+
+    def reserve(self, index: int, chunks: int, clients: int, count: int, size: int) -> None:
+        """Count a checked chunk of ``size`` items as being stored.
+
+        :raises WrongCount: it no longer fits the batch (another chunk was reserved since
+            :meth:`check`).
+        """
+        self._agrees(index, chunks, clients, count, size)
+        self.pending[index] = (chunks, clients, count, size)
+
+    def release(self, index: int) -> None:
+        """A reserved chunk could not be stored."""
+        self.pending.pop(index, None)
 
     def record(
         self, index: int, chunks: int, clients: int, count: int, size: int, dropped: int = 0
     ) -> ChunkOutcome:
-        """Record a checked and stored chunk of ``size`` payloads (``dropped`` of which failed to
-        peel). Returns "complete" when every chunk is in."""
+        """Record a stored chunk that carried ``size`` items (``dropped`` of which were
+        replays or failed to peel). Returns "complete" when every chunk is in."""
+        self.pending.pop(index, None)
         if index in self.received:
             return "duplicate"
-        if self.chunks is not None and (chunks, clients, count) != (
-            self.chunks, self.clients, self.count
-        ):
-            raise WrongCount("chunk counts disagree with earlier chunks of this batch")
-        if self.total_received + size > count:
-            raise WrongCount(f"batch holds more than its count of {count} payloads")
+        self._agrees(index, chunks, clients, count, size)
         self.chunks, self.clients, self.count = chunks, clients, count
         self.received[index] = size
         self.dropped += dropped

@@ -3,8 +3,8 @@
 The round machines never touch the store: they return :class:`~mixnet.core.actions.Persist`
 actions holding :data:`Write` values, which the store applies in one transaction
 (:meth:`mixnet.store.NodeStore.apply`) and an in-memory test store applies to dicts. After a
-restart a machine is rebuilt from a :class:`NodeRecords` snapshot alone (see
-:mod:`mixnet.core.recovery`), so every fact recovery needs is in these records.
+restart a machine is rebuilt from a :class:`NodeRecords` snapshot alone (each machine's
+``restore``), so every fact recovery needs is in these records.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from mixnet.core.rounds import KeyFactory, MixRounds, RoundState
 from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import InternalError, MixnetError, RoundClosed
 from mixnet.frames import (
-    AbortRound,
     Aborted,
+    AbortRound,
     Batch,
     BatchAck,
     Frame,

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mixnet.core.actions import Action, DeliveredBatch, Deliver, Persist, Publish, Reply
+from mixnet.core.actions import Action, Deliver, DeliveredBatch, Persist, Publish, Reply
 from mixnet.core.downstream import ChunkReceiver
 from mixnet.core.records import DropIntake, NewRound, NodeRecords, PutResult, SetRound
 from mixnet.core.rounds import RoundState
 from mixnet.core.status import Role, RoundStatus, advance
 from mixnet.errors import RoundClosed
-from mixnet.frames import AbortRound, Aborted, Batch, OpenRound, RoundKeys
+from mixnet.frames import Aborted, AbortRound, Batch, OpenRound, RoundKeys
 
 __all__ = ["SinkMachine"]
 

@@ -13,7 +13,16 @@ import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["TERMINAL", "TRANSITIONS", "IllegalTransition", "Role", "RoundStatus", "advance"]
+__all__ = [
+    "INITIAL",
+    "TERMINAL",
+    "TRANSITIONS",
+    "IllegalTransition",
+    "Role",
+    "RoundStatus",
+    "advance",
+    "mermaid",
+]
 
 
 class Role(enum.Enum):
@@ -102,3 +111,18 @@ def advance(role: Role, old: RoundStatus, new: RoundStatus) -> RoundStatus:
     if new not in TRANSITIONS[role].get(old, frozenset()):
         raise IllegalTransition(f"{role.value}: {old.value} -> {new.value} is not allowed")
     return new
+
+
+def mermaid(role: Role) -> str:
+    """The transition table of ``role`` as a mermaid ``stateDiagram-v2`` (what
+    ``docs/protocol.md`` shows; a test checks that the two agree)."""
+    lines = ["stateDiagram-v2", f"    [*] --> {INITIAL[role].name}"]
+    for old, targets in TRANSITIONS[role].items():
+        for new in sorted(targets, key=lambda s: s.name):
+            lines.append(f"    {old.name} --> {new.name}")
+    finals = sorted(
+        {s for targets in TRANSITIONS[role].values() for s in targets if s in TERMINAL},
+        key=lambda s: s.name,
+    )
+    lines += [f"    {s.name} --> [*]" for s in finals]
+    return "\n".join(lines)

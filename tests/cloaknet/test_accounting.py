@@ -14,7 +14,7 @@ from cloaknet.noise import truncated_laplace_variance
 
 
 def naive_eta(m: int, n: int, gamma: float) -> float:
-    return 2 * m * m / n + 18 * math.sqrt(m) * n * n / (gamma * gamma * 2 ** (2 * m))
+    return float(2 * m * m / n + 18 * math.sqrt(m) * n * n / (gamma * gamma * 2 ** (2 * m)))
 
 
 @given(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -207,7 +208,9 @@ def test_analyze_checks_count_and_range(protocols: dict[str, SummationProtocol])
         (("cloak-sum-preserving", 100, 1.0, 1e-6), {"colluders": 100}),
     ],
 )
-def test_bad_arguments_raise_parameter_error(args: tuple, options: dict) -> None:
+def test_bad_arguments_raise_parameter_error(
+    args: tuple[str, int, float, float], options: dict[str, Any]
+) -> None:
     with pytest.raises(ParameterError):
         make_protocol(*args, **options)
 
@@ -325,15 +328,16 @@ def test_cloak_encode_value_is_algorithm_1_exactly(
         proto = protocols[name]
         assert isinstance(proto, CloakProtocol)
         for x in (0.0, 0.123456789, 1.0, Fraction(1, 3)):
-            shares = proto.encode_value(x, DeterministicRandom("alg1"))
-            assert shares == encode(x, proto.params, DeterministicRandom("alg1"))
+            shares = proto.encode_value(x, DeterministicRandom("alg1"))  # type: ignore[arg-type]
+            assert shares == encode(x, proto.params, DeterministicRandom("alg1"))  # type: ignore[arg-type]
     sp = protocols["cloak-sum-preserving"]
     assert isinstance(sp, CloakProtocol)
     k, modulus = sp.params.precision, sp.params.modulus
     # floor(x·k) of the exact value, not of a float rounded to a coarser grid
     tiny = 2.0**-60
     for x in (Fraction(1, 3), 1 - 2.0**-53, tiny, 0.1):
-        total = sum(sp.encode_value(x, DeterministicRandom("exact"))) % modulus
+        exact: list[int] = sp.encode_value(x, DeterministicRandom("exact"))  # type: ignore[arg-type]
+        total = sum(exact) % modulus
         assert total == math.floor(Fraction(x) * k)
 
 

@@ -355,7 +355,7 @@ def test_encode_other_integer_dtypes() -> None:
         np.array([0, 2**64 - 1, 2**63], dtype=np.uint64),
         np.array([3, -(2**70), 2**90], dtype=object),
     ):
-        shares = encode_many(arr, 4, modulus, DeterministicRandom(6))
+        shares = encode_many(arr, 4, modulus, DeterministicRandom(6))  # type: ignore[arg-type]
         assert row_sums(shares, modulus) == [int(v) % modulus for v in arr]
 
 

@@ -12,6 +12,7 @@ from cloaknet.client import connect
 from cloaknet.encoding import quantize
 from cloaknet.localchain import local_chain
 from cloaknet.planner import plan
+from cloaknet.protocols import CloakProtocol
 from mixnet.chain import RoundPolicy
 
 
@@ -22,7 +23,7 @@ async def test_round_through_three_mixes(tmp_path: Path, mode: str) -> None:
     policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=60.0)
     values = np.random.default_rng(1).random(users).tolist()
     async with (
-        local_chain(tmp_path, chosen.params, policy, mixes=3) as chain,
+        local_chain(tmp_path, CloakProtocol.from_plan(chosen), policy, mixes=3) as chain,
         connect(chain.chain) as net,
     ):
         receipts = await net.submit_many(values, concurrency=8)
@@ -48,7 +49,7 @@ async def test_equal_plaintext_shares_all_reach_the_analyzer(tmp_path: Path) -> 
     policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=60.0)
     values = [1.0 if i % 3 == 0 else 0.0 for i in range(users)]
     async with (
-        local_chain(tmp_path, params, policy, mixes=2) as chain,
+        local_chain(tmp_path, CloakProtocol(params), policy, mixes=2) as chain,
         connect(chain.chain) as net,
     ):
         receipts = await net.submit_many(values, concurrency=6)

@@ -52,6 +52,7 @@ def test_multi_process_demo_is_exact_and_cleans_up() -> None:
     assert "stopped" in (Path(directory) / "mix2.log").read_text()
 
 
+@pytest.mark.slow
 def test_keygen_and_node_config_errors(tmp_path: Path) -> None:
     key = tmp_path / "mix1.key"
     proc = cloaknet("keygen", "--name", "mix1", "--out", str(key))

@@ -14,10 +14,12 @@ from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 
 from cloaknet.client import ChainClient, connect
-from cloaknet.encoding import quantize
+from cloaknet.encoding import encode_share, quantize
 from cloaknet.localchain import LocalChain, local_chain
 from cloaknet.planner import plan
+from cloaknet.protocols import CloakProtocol
 from mixnet.chain import RoundPolicy
+from mixnet.client import RoundInfo
 from mixnet.keys import sign_link_challenge
 from mixnet.onion import wrap
 from mixnet.wire import decode_frame, encode_frame
@@ -45,11 +47,19 @@ async def expect_error(ws: ClientConnection, payload: bytes | str, code: str) ->
     await still_serving(ws)
 
 
+async def onions_for(net: ChainClient, x: float, info: RoundInfo) -> list[bytes]:
+    """What ``net.submit(x)`` would send in round ``info``: a fresh encoding of ``x`` as the
+    chain's payloads, wrapped for every mix (so a test can craft frames around it)."""
+    chain = net.chain
+    payloads = [encode_share(v, chain.message_modulus) for v in chain.protocol.encode_value(x)]
+    return await asyncio.to_thread(net.mixnet.wrap, payloads, info)
+
+
 async def attack(chain: LocalChain, net: ChainClient, round_id: int) -> None:
-    info = await net._current_round()
+    info = await net.mixnet.current_round()
     assert info.round_id == round_id
-    good = await asyncio.to_thread(net._prepare, 0.5, info, False)
-    fresh = await asyncio.to_thread(net._prepare, 0.25, info, False)
+    good = await onions_for(net, 0.5, info)
+    fresh = await onions_for(net, 0.25, info)
     m = len(good)
     url = chain.chain.config.mixes[0].url
     async with ws_connect(url, compression=None, max_size=1 << 24) as ws:
@@ -97,16 +107,18 @@ async def test_rejections_leave_the_honest_round_exact(tmp_path: Path) -> None:
     chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
     policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=120.0)
     values = np.random.default_rng(7).random(HONEST).tolist()
-    async with local_chain(tmp_path, chosen.params, policy, mixes=2) as chain, \
-            connect(chain.chain) as net:
+    async with (
+        local_chain(tmp_path, CloakProtocol.from_plan(chosen), policy, mixes=2) as chain,
+        connect(chain.chain) as net,
+    ):
         receipts = await net.submit_many(values, concurrency=4)
         round_id = receipts[0].round
         await attack(chain, net, round_id)
         result = await net.result(round_id, timeout=60)
         # the round is closed now: a late submission is refused as such
-        info = await net._current_round(refresh=True)
+        info = await net.mixnet.current_round(refresh=True)
         assert info.round_id == round_id + 1
-        late = await asyncio.to_thread(net._prepare, 0.5, info, False)
+        late = await onions_for(net, 0.5, info)
         async with ws_connect(chain.chain.config.mixes[0].url, compression=None,
                               max_size=1 << 24) as ws:
             await expect_error(ws, encode_frame({"type": "submit", "round": round_id,
@@ -123,9 +135,11 @@ async def test_inner_nodes_only_take_orders_from_their_authenticated_predecessor
 ) -> None:
     chosen = plan(4, 1.0, 1e-6, mode="sum-preserving")
     policy = RoundPolicy(min_users=4, max_users=4, deadline_seconds=60.0)
-    async with local_chain(tmp_path, chosen.params, policy, mixes=2) as chain, \
-            connect(chain.chain) as net:
-        await net._current_round()  # round 1 is open along the whole chain
+    async with (
+        local_chain(tmp_path, CloakProtocol.from_plan(chosen), policy, mixes=2) as chain,
+        connect(chain.chain) as net,
+    ):
+        await net.mixnet.current_round()  # round 1 is open along the whole chain
         mix2 = chain.chain.config.mixes[1].url
         batch = {"type": "batch", "round": 1, "sender": "mix1", "chunk": 0, "chunks": 1,
                  "clients": 1, "count": 0, "payloads": []}

@@ -15,8 +15,9 @@ from cloaknet.client import RoundAborted, connect
 from cloaknet.encoding import quantize
 from cloaknet.localchain import local_chain
 from cloaknet.planner import plan
+from cloaknet.protocols import CloakProtocol
 from mixnet.chain import RoundPolicy, host_port
-from mixnet.server import MixNode
+from mixnet.mix import MixNode
 from mixnet.store import NodeStore
 
 
@@ -36,8 +37,10 @@ def http_base(ws_url: str) -> str:
 async def test_below_min_at_deadline_aborts_and_clients_resubmit(tmp_path: Path) -> None:
     chosen = plan(3, 1.0, 1e-6, mode="sum-preserving")
     policy = RoundPolicy(min_users=3, max_users=3, deadline_seconds=0.4, below_min="abort")
-    async with local_chain(tmp_path, chosen.params, policy, mixes=2) as chain, \
-            connect(chain.chain) as net:
+    async with (
+        local_chain(tmp_path, CloakProtocol.from_plan(chosen), policy, mixes=2) as chain,
+        connect(chain.chain) as net,
+    ):
         first = await net.submit(0.5)
         with pytest.raises(RoundAborted):
             await net.result(first.round, timeout=30)
@@ -53,8 +56,10 @@ async def test_below_min_at_deadline_aborts_and_clients_resubmit(tmp_path: Path)
 async def test_below_min_at_deadline_waits_then_closes_at_min(tmp_path: Path) -> None:
     chosen = plan(2, 1.0, 1e-6, mode="sum-preserving", max_users=10)
     policy = RoundPolicy(min_users=2, max_users=10, deadline_seconds=0.3, below_min="wait")
-    async with local_chain(tmp_path, chosen.params, policy, mixes=1) as chain, \
-            connect(chain.chain) as net:
+    async with (
+        local_chain(tmp_path, CloakProtocol.from_plan(chosen), policy, mixes=1) as chain,
+        connect(chain.chain) as net,
+    ):
         first = await net.submit(0.25)
         await asyncio.sleep(0.8)  # past the deadline with 1 < min_users: still open
         status = chain.mixes[0].status()
@@ -68,8 +73,10 @@ async def test_below_min_at_deadline_waits_then_closes_at_min(tmp_path: Path) ->
 async def test_http_endpoints(tmp_path: Path) -> None:
     chosen = plan(2, 1.0, 1e-6, mode="sum-preserving")
     policy = RoundPolicy(min_users=2, max_users=2, deadline_seconds=60)
-    async with local_chain(tmp_path, chosen.params, policy, mixes=2) as chain, \
-            connect(chain.chain) as net:
+    async with (
+        local_chain(tmp_path, CloakProtocol.from_plan(chosen), policy, mixes=2) as chain,
+        connect(chain.chain) as net,
+    ):
         receipts = await asyncio.gather(net.submit(0.5), net.submit(0.25))
         await net.result(receipts[0].round, timeout=30)
         analyzer = http_base(chain.chain.config.analyzer.url)
@@ -90,7 +97,7 @@ async def test_http_endpoints(tmp_path: Path) -> None:
         assert code == 404
         code, body = await asyncio.to_thread(http_get, f"{mix}/metrics")
         assert code == 200
-        assert 'mixnet_rounds_total{node="mix1",hop="0"} 1' in body
+        assert 'mixnet_rounds_total{hop="0",node="mix1",outcome="forwarded"} 1.0' in body
         assert "mixnet_messages_total" in body and "# TYPE mixnet_frames_total counter" in body
 
 
@@ -99,8 +106,10 @@ async def test_a_mix_restarted_mid_round_finishes_it_exactly(tmp_path: Path) -> 
     chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
     policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=60)
     values = [i / 10 for i in range(users)]
-    async with local_chain(tmp_path, chosen.params, policy, mixes=3) as chain, \
-            connect(chain.chain) as net:
+    async with (
+        local_chain(tmp_path, CloakProtocol.from_plan(chosen), policy, mixes=3) as chain,
+        connect(chain.chain) as net,
+    ):
         first = await net.submit(values[0])  # round 1 is open at every node now
         middle = chain.mixes[1]
         settings, port = middle.settings, middle.port
@@ -131,8 +140,10 @@ async def test_the_entry_mix_restarted_mid_round_keeps_what_it_acknowledged(
     chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
     policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=60)
     values = [i / 8 for i in range(users)]
-    async with local_chain(tmp_path, chosen.params, policy, mixes=2) as chain, \
-            connect(chain.chain) as net:
+    async with (
+        local_chain(tmp_path, CloakProtocol.from_plan(chosen), policy, mixes=2) as chain,
+        connect(chain.chain) as net,
+    ):
         early = await asyncio.gather(*(net.submit(v) for v in values[:3]))
         entry = chain.mixes[0]
         settings, port = entry.settings, entry.port

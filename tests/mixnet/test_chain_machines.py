@@ -28,21 +28,18 @@ def check_results(chain: MemoryChain, *, settled: bool = True) -> None:
     counted: dict[str, list[int]] = {}
     for round_id, stored in chain.stored_in.items():
         if sink.store.results.get(round_id, {}).get("status") == "ok":
-            for client in stored:
-                counted.setdefault(client, []).append(round_id)
+            for ident in stored:
+                counted.setdefault(ident, []).append(round_id)
     for client in chain.clients:
         rounds = counted.get(client.ident, [])
         assert len(rounds) <= 1, f"{client.ident} counted in rounds {rounds}\n" + "\n".join(
-            [t for t in chain.trace if "Batch" not in t and "Ack" not in t][:60]
+            chain.trace[-60:]
         )
         assert len(client.acked) <= 1, f"{client.ident} acknowledged in {client.acked}"
         if not settled:
             continue
         for acked in client.acked:
             status = sink.store.rounds[acked].status
-            if status not in (RoundStatus.DONE, RoundStatus.ABORTED):
-                with open("/tmp/trace.txt", "w") as f:
-                    f.write("\n".join(chain.trace))
             assert status in (RoundStatus.DONE, RoundStatus.ABORTED), (acked, status)
             if status is RoundStatus.DONE:
                 assert rounds == [acked]

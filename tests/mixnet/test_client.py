@@ -30,8 +30,9 @@ from mixnet.errors import (
 from mixnet.frames import announcement_frame
 from mixnet.keys import RoundKeyAnnouncement, RoundKeyring, announce_round_key
 from mixnet.link import Backoff
-from mixnet.onion import onion_length, peel
+from mixnet.onion import onion_length
 from mixnet.wire import decode_frame, encode_frame, error_frame
+from tests.mixnet.peeling import peel
 
 CHAIN = "chain-test"
 MESSAGES = 3

@@ -26,16 +26,15 @@ from hypothesis.stateful import (
 from scipy.stats import chisquare
 
 from mixnet.core import (
-    MAX_CLIENT_ID_LENGTH,
     BatchIntake,
     EntryIntake,
-    IntakePolicy,
-    drop_duplicates,
+    drop_replays,
     mix_batch,
     onion_digest,
     split_chunks,
     uniform_permutation,
 )
+from mixnet.core.policy import BelowMin, RoundPolicy
 from mixnet.errors import (
     BadLength,
     DuplicateClient,
@@ -45,6 +44,7 @@ from mixnet.errors import (
     UnknownRound,
     WrongCount,
 )
+from mixnet.frames import MAX_CLIENT_ID_LENGTH
 
 M = 3  # onions per submission
 ONION_LEN = 16
@@ -65,13 +65,13 @@ def fresh_onions(m: int = M) -> list[bytes]:
 
 
 def make_entry(
-    min_clients: int = 2,
-    max_clients: int = 4,
-    below_min: str = "wait",
+    min_users: int = 2,
+    max_users: int = 4,
+    below_min: BelowMin = "wait",
     deadline_seconds: float = DEADLINE_S,
     opened_at: float = OPENED_AT,
 ) -> EntryIntake:
-    policy = IntakePolicy(min_clients, max_clients, deadline_seconds, below_min)  # type: ignore[arg-type]
+    policy = RoundPolicy(min_users, max_users, deadline_seconds, below_min)
     return EntryIntake(1, M, ONION_LEN, policy, opened_at)
 
 
@@ -86,39 +86,6 @@ def submit(intake: EntryIntake, client: str, onions: Sequence[bytes], now: float
     if digest is None:
         return False
     return intake.accept(client, onions, digest, now)
-
-
-# ================================================================== IntakePolicy
-
-
-class TestIntakePolicy:
-    def test_valid_policies(self) -> None:
-        p = IntakePolicy(1, 1, 0.001)
-        assert p.below_min == "wait"
-        assert IntakePolicy(2, 5, 30.0, "abort").below_min == "abort"
-
-    @pytest.mark.parametrize(
-        ("min_clients", "max_clients"),
-        [(0, 1), (-1, 3), (3, 2), (2, 1), (0, 0)],
-    )
-    def test_bad_client_bounds(self, min_clients: int, max_clients: int) -> None:
-        with pytest.raises(ValueError, match="min_clients"):
-            IntakePolicy(min_clients, max_clients, 10.0)
-
-    @pytest.mark.parametrize("deadline", [0.0, -1.0, -0.0, math.nan, -math.inf])
-    def test_bad_deadline(self, deadline: float) -> None:
-        with pytest.raises(ValueError, match="deadline"):
-            IntakePolicy(1, 2, deadline)
-
-    @pytest.mark.parametrize("below_min", ["drop", "", "WAIT", None])
-    def test_bad_below_min(self, below_min: object) -> None:
-        with pytest.raises(ValueError, match="below_min"):
-            IntakePolicy(1, 2, 10.0, below_min)  # type: ignore[arg-type]
-
-    def test_frozen(self) -> None:
-        p = IntakePolicy(1, 2, 10.0)
-        with pytest.raises(AttributeError):
-            p.min_clients = 5  # type: ignore[misc]
 
 
 # ================================================================== EntryIntake: accept path
@@ -234,7 +201,7 @@ class TestEntryCheckErrors:
             intake.check("alice", [b"short"] * (M + 1))
 
     def test_round_closed_after_close(self) -> None:
-        intake = make_entry(min_clients=1, max_clients=1)
+        intake = make_entry(min_users=1, max_users=1)
         assert submit(intake, "alice", fresh_onions(), OPENED_AT) is True
         with pytest.raises(RoundClosed) as exc:
             intake.check("bob", fresh_onions())
@@ -244,7 +211,7 @@ class TestEntryCheckErrors:
             intake.check("", [])
 
     def test_round_closed_after_abort(self) -> None:
-        intake = make_entry(min_clients=2, below_min="abort")
+        intake = make_entry(min_users=2, below_min="abort")
         submit(intake, "alice", fresh_onions(), OPENED_AT)
         assert intake.poll(DEADLINE) == "aborted"
         with pytest.raises(RoundClosed):
@@ -283,7 +250,7 @@ class TestEntryRetry:
         assert intake.status == "open"
 
     def test_repeated_accept_does_not_close_at_max(self) -> None:
-        intake = make_entry(min_clients=1, max_clients=2)
+        intake = make_entry(min_users=1, max_users=2)
         onions = fresh_onions()
         digest = intake.check("alice", onions)
         assert digest is not None
@@ -326,7 +293,7 @@ class TestEntryRetry:
         assert intake.check("carol", c) is not None
 
     def test_accept_rechecks_round_closed_meanwhile(self) -> None:
-        intake = make_entry(min_clients=1, max_clients=1)
+        intake = make_entry(min_users=1, max_users=1)
         a, b = fresh_onions(), fresh_onions()
         da = intake.check("alice", a)
         db = intake.check("bob", b)
@@ -338,7 +305,7 @@ class TestEntryRetry:
 
     def test_exact_retry_after_close_is_still_accepted(self) -> None:
         # alice's submission closes the round; her ack is lost and she retries.
-        intake = make_entry(min_clients=1, max_clients=1)
+        intake = make_entry(min_users=1, max_users=1)
         onions = fresh_onions()
         assert submit(intake, "alice", onions, OPENED_AT) is True
         assert intake.status == "closed"
@@ -349,8 +316,8 @@ class TestEntryRetry:
 
 
 class TestEntryClosing:
-    def test_closes_at_max_clients_exactly_once(self) -> None:
-        intake = make_entry(min_clients=2, max_clients=3)
+    def test_closes_at_max_users_exactly_once(self) -> None:
+        intake = make_entry(min_users=2, max_users=3)
         results = [submit(intake, f"c{i}", fresh_onions(), OPENED_AT + i) for i in range(3)]
         assert results == [False, False, True]
         assert intake.status == "closed"
@@ -367,12 +334,12 @@ class TestEntryClosing:
         assert intake.poll(DEADLINE + 100) == "closed"
 
     def test_closes_at_max_before_deadline_even_if_min_equals_max(self) -> None:
-        intake = make_entry(min_clients=2, max_clients=2)
+        intake = make_entry(min_users=2, max_users=2)
         assert submit(intake, "a", fresh_onions(), OPENED_AT) is False
         assert submit(intake, "b", fresh_onions(), OPENED_AT) is True
 
     def test_deadline_with_enough_clients_closes_via_poll(self) -> None:
-        intake = make_entry(min_clients=2, max_clients=5)
+        intake = make_entry(min_users=2, max_users=5)
         submit(intake, "a", fresh_onions(), OPENED_AT + 1)
         submit(intake, "b", fresh_onions(), OPENED_AT + 2)
         assert intake.poll(OPENED_AT + 5) == "open"
@@ -384,20 +351,22 @@ class TestEntryClosing:
         assert intake.next_timer() is None
 
     @pytest.mark.parametrize("below_min", ["wait", "abort"])
-    def test_deadline_with_enough_clients_closes_under_either_policy(self, below_min: str) -> None:
-        intake = make_entry(min_clients=1, max_clients=5, below_min=below_min)
+    def test_deadline_with_enough_clients_closes_under_either_policy(
+        self, below_min: BelowMin
+    ) -> None:
+        intake = make_entry(min_users=1, max_users=5, below_min=below_min)
         submit(intake, "a", fresh_onions(), OPENED_AT)
         assert intake.poll(DEADLINE + 3) == "closed"
 
     def test_accept_after_deadline_with_enough_clients_closes_immediately(self) -> None:
         # the deadline passed but poll has not run yet: the accept itself closes the round
-        intake = make_entry(min_clients=2, max_clients=5)
+        intake = make_entry(min_users=2, max_users=5)
         assert submit(intake, "a", fresh_onions(), OPENED_AT) is False
         assert submit(intake, "b", fresh_onions(), DEADLINE + 0.5) is True
         assert intake.status == "closed"
 
     def test_below_min_wait_stays_open_then_closes_at_min(self) -> None:
-        intake = make_entry(min_clients=3, max_clients=5, below_min="wait")
+        intake = make_entry(min_users=3, max_users=5, below_min="wait")
         submit(intake, "a", fresh_onions(), OPENED_AT)
         assert intake.poll(DEADLINE) == "open"
         assert intake.poll(DEADLINE + 1000) == "open"
@@ -405,7 +374,7 @@ class TestEntryClosing:
         assert submit(intake, "b", fresh_onions(), DEADLINE + 1001) is False
         assert intake.status == "open"
         assert intake.poll(DEADLINE + 1002) == "open"
-        # the accept that reaches min_clients closes the round at once
+        # the accept that reaches min_users closes the round at once
         assert submit(intake, "c", fresh_onions(), DEADLINE + 1003) is True
         assert status_of(intake) == "closed"
         assert intake.clients == 3
@@ -413,12 +382,12 @@ class TestEntryClosing:
             intake.check("d", fresh_onions())
 
     def test_below_min_wait_with_no_clients(self) -> None:
-        intake = make_entry(min_clients=1, max_clients=5, below_min="wait")
+        intake = make_entry(min_users=1, max_users=5, below_min="wait")
         assert intake.poll(DEADLINE + 50) == "open"
         assert submit(intake, "a", fresh_onions(), DEADLINE + 51) is True
 
     def test_below_min_abort(self) -> None:
-        intake = make_entry(min_clients=3, max_clients=5, below_min="abort")
+        intake = make_entry(min_users=3, max_users=5, below_min="abort")
         submit(intake, "a", fresh_onions(), OPENED_AT)
         submit(intake, "b", fresh_onions(), OPENED_AT)
         assert intake.poll(DEADLINE - 0.5) == "open"
@@ -435,11 +404,11 @@ class TestEntryClosing:
         assert intake.status == "aborted"
 
     def test_abort_with_zero_clients(self) -> None:
-        intake = make_entry(min_clients=1, max_clients=1, below_min="abort")
+        intake = make_entry(min_users=1, max_users=1, below_min="abort")
         assert intake.poll(DEADLINE) == "aborted"
 
     def test_before_deadline_below_min_accept_never_closes(self) -> None:
-        intake = make_entry(min_clients=3, max_clients=5)
+        intake = make_entry(min_users=3, max_users=5)
         for i in range(2):
             assert submit(intake, f"c{i}", fresh_onions(), DEADLINE - 1) is False
         assert intake.status == "open"
@@ -453,7 +422,7 @@ class TestEntryClosing:
         assert intake.next_timer() == 52.5
 
     def test_next_timer_none_after_close_and_abort(self) -> None:
-        closed = make_entry(min_clients=1, max_clients=1)
+        closed = make_entry(min_users=1, max_users=1)
         submit(closed, "a", fresh_onions(), OPENED_AT)
         assert closed.next_timer() is None
         aborted = make_entry(below_min="abort")
@@ -461,14 +430,42 @@ class TestEntryClosing:
         assert aborted.next_timer() is None
 
     def test_next_timer_after_deadline_below_min_wait_is_not_in_the_past(self) -> None:
-        intake = make_entry(min_clients=2, max_clients=4, below_min="wait")
+        intake = make_entry(min_users=2, max_users=4, below_min="wait")
         now = DEADLINE + 1
         assert intake.poll(now) == "open"
         timer = intake.next_timer()
         assert timer is None or timer > now
 
+    def test_release_undoes_an_accept(self) -> None:
+        intake = make_entry()
+        onions = fresh_onions()
+        assert submit(intake, "alice", onions, OPENED_AT) is False
+        intake.release("alice", onions, reopen=False)
+        assert intake.clients == 0
+        assert intake.accepted == {}
+        # the client and its onions are free again
+        assert intake.check("alice", fresh_onions()) is not None
+        assert intake.check("bob", onions) is not None
+
+    @pytest.mark.parametrize("reopen", [True, False])
+    def test_release_of_the_closing_accept(self, reopen: bool) -> None:
+        intake = make_entry(min_users=1, max_users=2)
+        submit(intake, "a", fresh_onions(), OPENED_AT)
+        onions = fresh_onions()
+        assert submit(intake, "b", onions, OPENED_AT) is True
+        intake.release("b", onions, reopen=reopen)
+        assert intake.clients == 1
+        assert status_of(intake) == ("open" if reopen else "closed")
+
+    def test_release_of_an_unknown_client_changes_nothing(self) -> None:
+        intake = make_entry()
+        submit(intake, "alice", fresh_onions(), OPENED_AT)
+        intake.release("nobody", [], reopen=True)
+        assert intake.clients == 1
+        assert intake.status == "open"
+
     def test_restore_registers_without_closing(self) -> None:
-        intake = make_entry(min_clients=1, max_clients=2)
+        intake = make_entry(min_users=1, max_users=2)
         onions = fresh_onions()
         digest = onion_digest(onions)
         intake.restore("alice", digest)
@@ -488,8 +485,8 @@ class TestEntryClosing:
 class EntryIntakeMachine(RuleBasedStateMachine):
     """Random accepts, retries, replays and polls with a clock that only moves forward.
 
-    Invariants: a round never closes with fewer than min_clients, never holds more than
-    max_clients, never aborts unless below min under "abort", and every transition matches
+    Invariants: a round never closes with fewer than min_users, never holds more than
+    max_users, never aborts unless below min under "abort", and every transition matches
     the policy.
     """
 
@@ -501,21 +498,21 @@ class EntryIntakeMachine(RuleBasedStateMachine):
         self.ids = itertools.count()
 
     @initialize(
-        min_clients=st.integers(1, 4),
+        min_users=st.integers(1, 4),
         extra=st.integers(0, 3),
         deadline=st.floats(0.5, 20.0),
         below_min=st.sampled_from(["wait", "abort"]),
         opened_at=st.floats(0.0, 1e6),
     )
     def setup(
-        self, min_clients: int, extra: int, deadline: float, below_min: str, opened_at: float
+        self, min_users: int, extra: int, deadline: float, below_min: BelowMin, opened_at: float
     ) -> None:
-        policy = IntakePolicy(min_clients, min_clients + extra, deadline, below_min)  # type: ignore[arg-type]
+        policy = RoundPolicy(min_users, min_users + extra, deadline, below_min)
         self.intake = EntryIntake(7, M, ONION_LEN, policy, opened_at)
         self.now = opened_at
 
     @property
-    def policy(self) -> IntakePolicy:
+    def policy(self) -> RoundPolicy:
         return self.intake.policy
 
     @rule(dt=st.floats(0.0, 8.0))
@@ -537,8 +534,8 @@ class EntryIntakeMachine(RuleBasedStateMachine):
         self.submissions[client] = onions
         n = before + 1
         assert self.intake.clients == n
-        should_close = n >= self.policy.max_clients or (
-            self.now >= self.intake.deadline and n >= self.policy.min_clients
+        should_close = n >= self.policy.max_users or (
+            self.now >= self.intake.deadline and n >= self.policy.min_users
         )
         assert closed == should_close
         assert self.intake.status == ("closed" if should_close else "open")
@@ -585,7 +582,7 @@ class EntryIntakeMachine(RuleBasedStateMachine):
             assert status == before
         elif self.now < self.intake.deadline:
             assert status == "open"
-        elif n >= self.policy.min_clients:
+        elif n >= self.policy.min_users:
             assert status == "closed"
         elif self.policy.below_min == "abort":
             assert status == "aborted"
@@ -595,22 +592,22 @@ class EntryIntakeMachine(RuleBasedStateMachine):
     @invariant()
     def never_closes_below_min(self) -> None:
         if self.intake.status == "closed":
-            assert self.intake.clients >= self.policy.min_clients
+            assert self.intake.clients >= self.policy.min_users
 
     @invariant()
     def never_above_max(self) -> None:
-        assert self.intake.clients <= self.policy.max_clients
+        assert self.intake.clients <= self.policy.max_users
 
     @invariant()
     def abort_only_below_min(self) -> None:
         if self.intake.status == "aborted":
             assert self.policy.below_min == "abort"
-            assert self.intake.clients < self.policy.min_clients
+            assert self.intake.clients < self.policy.min_users
 
     @invariant()
     def open_below_max(self) -> None:
         if self.intake.status == "open":
-            assert self.intake.clients < self.policy.max_clients
+            assert self.intake.clients < self.policy.max_users
 
     @invariant()
     def timer_matches_status(self) -> None:
@@ -623,18 +620,18 @@ class EntryIntakeMachine(RuleBasedStateMachine):
             assert timer in (self.intake.deadline, None)
             if timer is None:
                 assert self.intake.policy.below_min == "wait"
-                assert self.intake.clients < self.intake.policy.min_clients
+                assert self.intake.clients < self.intake.policy.min_users
 
 
 TestEntryIntakeMachine = EntryIntakeMachine.TestCase
 TestEntryIntakeMachine.settings = settings(
-    max_examples=150, stateful_step_count=30, deadline=None
+    max_examples=100, stateful_step_count=30, deadline=None
 )
 
 
 @settings(max_examples=200, deadline=None)
 @given(
-    min_clients=st.integers(1, 5),
+    min_users=st.integers(1, 5),
     extra=st.integers(0, 5),
     below_min=st.sampled_from(["wait", "abort"]),
     ops=st.lists(
@@ -642,9 +639,9 @@ TestEntryIntakeMachine.settings = settings(
     ),
 )
 def test_never_closes_below_min_property(
-    min_clients: int, extra: int, below_min: str, ops: list[tuple[str, float]]
+    min_users: int, extra: int, below_min: BelowMin, ops: list[tuple[str, float]]
 ) -> None:
-    policy = IntakePolicy(min_clients, min_clients + extra, 10.0, below_min)  # type: ignore[arg-type]
+    policy = RoundPolicy(min_users, min_users + extra, 10.0, below_min)
     intake = EntryIntake(1, M, ONION_LEN, policy, 0.0)
     now = 0.0
     for i, (op, dt) in enumerate(ops):
@@ -653,9 +650,9 @@ def test_never_closes_below_min_property(
             intake.poll(now)
         elif intake.status == "open":
             submit(intake, f"c{i}", fresh_onions(), now)
-        assert intake.clients <= policy.max_clients
+        assert intake.clients <= policy.max_users
         if intake.status == "closed":
-            assert intake.clients >= policy.min_clients
+            assert intake.clients >= policy.min_users
 
 
 # ================================================================== BatchIntake
@@ -899,23 +896,110 @@ class TestUniformPermutation:
         assert perms == set(itertools.permutations(range(4)))
 
 
-class TestDropDuplicates:
-    def test_first_copy_kept_and_duplicates_counted(self) -> None:
-        a, b, c = b"a" * 4, b"b" * 4, b"c" * 4
-        seen: set[bytes] = set()
-        kept, dropped = drop_duplicates([a, b, a, c, b, a], seen)
+class TestDropReplays:
+    """``drop_replays(items, seen, chunk)``: an item is a replay if it arrived in another
+    chunk index of the round, or repeats within this chunk; a retransmitted copy of a chunk
+    keeps exactly what the first copy kept."""
+
+    A, B, C, D = b"a" * 4, b"b" * 4, b"c" * 4, b"d" * 4
+
+    def test_repeats_within_a_chunk_keep_the_first_copy(self) -> None:
+        a, b, c = self.A, self.B, self.C
+        seen: dict[bytes, int] = {}
+        kept, dropped = drop_replays([a, b, a, c, b, a], seen, 0)
         assert (kept, dropped) == ([a, b, c], 3)
         assert len(seen) == 3
+        assert set(seen.values()) == {0}
 
-    def test_seen_carries_across_calls(self) -> None:
-        seen: set[bytes] = set()
-        drop_duplicates([b"x", b"y"], seen)
-        kept, dropped = drop_duplicates([b"y", b"z"], seen)
-        assert (kept, dropped) == ([b"z"], 1)
+    def test_item_of_another_chunk_is_a_replay(self) -> None:
+        seen: dict[bytes, int] = {}
+        assert drop_replays([b"x", b"y"], seen, 0) == ([b"x", b"y"], 0)
+        assert drop_replays([b"y", b"z"], seen, 1) == ([b"z"], 1)
+        # whichever chunk brought an item first owns it, whatever the index order
+        assert drop_replays([b"w", b"z"], seen, 0) == ([b"w"], 1)
 
-    def test_empty_and_all_duplicates(self) -> None:
-        assert drop_duplicates([], set()) == ([], 0)
-        assert drop_duplicates([b"x"] * 5, set()) == ([b"x"], 4)
+    def test_a_later_chunk_cannot_claim_an_earlier_chunks_items(self) -> None:
+        seen: dict[bytes, int] = {}
+        drop_replays([b"x"], seen, 5)
+        assert drop_replays([b"x", b"x"], seen, 2) == ([], 2)
+        assert drop_replays([b"x"], seen, 5) == ([b"x"], 0)  # still chunk 5's
+
+    def test_retransmitted_copy_keeps_exactly_what_the_first_kept(self) -> None:
+        a, b, c, d = self.A, self.B, self.C, self.D
+        seen: dict[bytes, int] = {}
+        chunk0 = [a, b, a]
+        chunk1 = [b, c, d, c]
+        first0 = drop_replays(chunk0, seen, 0)
+        first1 = drop_replays(chunk1, seen, 1)
+        assert first0 == ([a, b], 1)
+        assert first1 == ([c, d], 2)
+        before = dict(seen)
+        # copies of either chunk, in any order, any number of times
+        for _ in range(2):
+            assert drop_replays(chunk1, seen, 1) == first1
+            assert drop_replays(chunk0, seen, 0) == first0
+        assert seen == before
+
+    def test_retransmitted_copy_is_not_a_replay_of_itself(self) -> None:
+        # unlike a plain "seen set", the second copy of the same chunk is not emptied
+        seen: dict[bytes, int] = {}
+        items = [self.A, self.B]
+        assert drop_replays(items, seen, 3) == (items, 0)
+        assert drop_replays(items, seen, 3) == (items, 0)
+        assert drop_replays(items, seen, 4) == ([], 2)
+
+    def test_empty_and_all_repeats(self) -> None:
+        assert drop_replays([], {}, 0) == ([], 0)
+        assert drop_replays([b"x"] * 5, {}, 0) == ([b"x"], 4)
+
+    def test_does_not_mutate_items_and_accepts_a_tuple(self) -> None:
+        items = (self.A, self.A, self.B)
+        kept, dropped = drop_replays(items, {}, 0)
+        assert items == (self.A, self.A, self.B)
+        assert (kept, dropped) == ([self.A, self.B], 1)
+        assert isinstance(kept, list)
+
+    @settings(max_examples=100, deadline=None)
+    @given(
+        chunks=st.lists(
+            st.lists(st.sampled_from([b"p", b"q", b"r", b"s", b"t", b"u"]), max_size=6),
+            min_size=1,
+            max_size=5,
+        ),
+        data=st.data(),
+    )
+    def test_property_any_order_with_retransmissions(
+        self, chunks: list[list[bytes]], data: st.DataObject
+    ) -> None:
+        # deliver each chunk at least once, with retransmissions, in any order
+        order = data.draw(
+            st.lists(st.integers(0, len(chunks) - 1), max_size=3 * len(chunks)).map(
+                lambda extra: extra + list(range(len(chunks)))
+            )
+        )
+        order = data.draw(st.permutations(order))
+        seen: dict[bytes, int] = {}
+        first: dict[int, tuple[list[bytes], int]] = {}
+        owner: dict[bytes, int] = {}
+        for index in order:
+            kept, dropped = drop_replays(chunks[index], seen, index)
+            assert len(kept) + dropped == len(chunks[index])
+            if index in first:
+                # a retransmission: exactly the same outcome as the first copy
+                assert (kept, dropped) == first[index]
+                continue
+            first[index] = (kept, dropped)
+            # the first copy keeps, in order, each item no other chunk brought before
+            expected: list[bytes] = []
+            for item in chunks[index]:
+                if item not in expected and owner.get(item, index) == index:
+                    expected.append(item)
+            assert kept == expected
+            for item in kept:
+                owner[item] = index
+        # over the whole round, every distinct item is kept exactly once
+        everything = [item for kept, _ in first.values() for item in kept]
+        assert sorted(everything) == sorted({item for c in chunks for item in c})
 
 
 class TestMixBatch:

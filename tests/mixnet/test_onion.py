@@ -14,10 +14,10 @@ from mixnet.onion import (
     LAYER_OVERHEAD,
     binding_tag,
     onion_length,
-    peel,
     peel_many,
     wrap,
 )
+from tests.mixnet.peeling import peel
 
 CHAIN = "test-chain"
 ROUND = 7

@@ -1,31 +1,53 @@
-"""Tests for mixnet.store: the durable sqlite state of a node."""
+"""Tests for mixnet.store: the durable sqlite state of a node, written through ``apply``."""
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from mixnet.errors import MixnetError
-from mixnet.store import (
-    SCHEMA_VERSION,
+from mixnet.core.records import (
+    AckOutbound,
+    AddChunk,
+    AddSubmission,
     Chunk,
-    NodeStore,
+    DropIntake,
+    DropOutbound,
+    EraseKey,
+    ForgetReceipts,
+    NewRound,
+    NodeRecords,
+    OutboundBatch,
     OutboundChunk,
+    PutOutbound,
+    PutResult,
     RoundRecord,
-    StoreError,
+    SetRound,
     Submission,
+    Write,
 )
+from mixnet.core.status import RoundStatus
+from mixnet.errors import MixnetError
+from mixnet.keys import RoundKeyAnnouncement
+from mixnet.store import SCHEMA_VERSION, NodeStore, StoreError
+from tests.mixnet.chain_harness import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = bytes(range(32))
+S = RoundStatus
 
 
 @pytest.fixture
@@ -39,45 +61,51 @@ def store(db: Path) -> Iterator[NodeStore]:
         yield s
 
 
-def open_round(store: NodeStore, round_id: int = 1, secret_key: bytes | None = KEY) -> None:
-    store.put_round(
-        round_id, status="open", opened_at=1000.5, deadline=1060.0, secret_key=secret_key
-    )
+def ann(node: str, round_id: int, fill: int = 1) -> RoundKeyAnnouncement:
+    return RoundKeyAnnouncement("chain", node, round_id, bytes([fill]) * 32, bytes([fill]) * 64)
 
 
-def submission(client: str, fill: int, count: int = 3, length: int = 8) -> Submission:
-    return Submission(
-        client=client,
-        digest=bytes([fill]) * 32,
-        payloads=tuple(bytes([fill, i]) * (length // 2) for i in range(count)),
-    )
+def sub(client: str, fill: int, count: int = 2, length: int = 8) -> Submission:
+    payloads = tuple(bytes([fill, i]) * (length // 2) for i in range(count))
+    return Submission(client, bytes([fill]) * 32, payloads)
 
 
 def chunk(sender: str, index: int, payloads: tuple[bytes, ...] = (b"ab", b"cd")) -> Chunk:
-    return Chunk(
-        sender=sender, index=index, chunks=3, clients=2, count=6, dropped=1, payloads=payloads
-    )
+    return Chunk(sender, index, chunks=3, clients=2, count=6, dropped=1, payloads=payloads)
+
+
+def batch(*chunks: tuple[bytes, ...], clients: int = 2) -> OutboundBatch:
+    parts = tuple(OutboundChunk(i, c) for i, c in enumerate(chunks))
+    return OutboundBatch(clients, sum(len(c) for c in chunks), parts)
+
+
+def ok(store: NodeStore, *groups: Sequence[Write]) -> None:
+    assert store.apply(groups) == [None] * len(groups)
+
+
+def new(round_id: int = 1, key: bytes | None = KEY, status: S = S.OPEN) -> NewRound:
+    return NewRound(round_id, status, 1000.5, key, (ann("mix1", round_id),))
 
 
 def raw(db: Path) -> sqlite3.Connection:
     return sqlite3.connect(db, isolation_level=None)
 
 
+def refused(result: StoreError | None, match: str) -> None:
+    assert isinstance(result, StoreError), result
+    assert match in str(result)
+
+
 # --------------------------------------------------------------------------- opening
 
 
 def test_new_store_is_wal_and_versioned(store: NodeStore, db: Path) -> None:
-    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert SCHEMA_VERSION == 2
+    assert store.get_meta("schema_version") == "2"
     conn = raw(db)
-    try:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    finally:
-        conn.close()
-
-
-def test_missing_directory_is_a_store_error(tmp_path: Path) -> None:
-    with pytest.raises(StoreError):
-        NodeStore(tmp_path / "absent" / "node.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    assert store.records() == NodeRecords()
 
 
 def test_store_error_is_a_mixnet_error() -> None:
@@ -85,29 +113,46 @@ def test_store_error_is_a_mixnet_error() -> None:
     assert StoreError("x").code == "store-error"
 
 
-def test_not_a_database_is_a_store_error(db: Path) -> None:
+def test_missing_directory_and_non_database_are_refused(tmp_path: Path, db: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist"):
+        NodeStore(tmp_path / "absent" / "node.db")
     db.write_bytes(b"this is not an sqlite database" * 100)
     with pytest.raises(StoreError):
         NodeStore(db)
 
 
-def test_newer_schema_version_is_refused(db: Path) -> None:
-    NodeStore(db).close()
+def test_foreign_database_is_refused(db: Path) -> None:
     conn = raw(db)
-    conn.execute(
-        "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),)
-    )
+    conn.execute("CREATE TABLE rounds (x)")
     conn.close()
-    with pytest.raises(StoreError, match="schema version"):
+    with pytest.raises(StoreError, match="not a node store"):
         NodeStore(db)
 
 
-def test_missing_schema_version_is_refused(db: Path) -> None:
+def test_schema_version_1_is_refused_with_one_clear_line(db: Path) -> None:
+    conn = raw(db)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.execute("CREATE TABLE rounds (round_id INTEGER PRIMARY KEY, status TEXT)")
+    conn.close()
+    with pytest.raises(StoreError) as info:
+        NodeStore(db)
+    message = str(info.value)
+    assert str(db) in message
+    assert "older version" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(("value", "match"), [("3", "newer version"), (None, "no readable")])
+def test_other_schema_versions_are_refused(db: Path, value: str | None, match: str) -> None:
     NodeStore(db).close()
     conn = raw(db)
-    conn.execute("DELETE FROM meta")
+    if value is None:
+        conn.execute("DELETE FROM meta")
+    else:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (value,))
     conn.close()
-    with pytest.raises(StoreError, match="schema version"):
+    with pytest.raises(StoreError, match=match):
         NodeStore(db)
 
 
@@ -116,416 +161,369 @@ def test_closed_store_raises_and_close_is_idempotent(db: Path) -> None:
     store.close()
     store.close()
     with pytest.raises(StoreError, match="closed"):
+        store.apply([[new()]])
+    with pytest.raises(StoreError, match="closed"):
+        store.records()
+    with pytest.raises(StoreError, match="closed"):
         store.get_meta("x")
-    with NodeStore(db) as again:
-        again.set_meta("x", "y")
-    with pytest.raises(StoreError):
-        again.get_meta("x")
 
 
 def test_constructed_in_one_thread_used_in_another(db: Path) -> None:
     store = NodeStore(db)
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            open_round(store)
-            store.add_submissions(1, [submission("a", 1)])
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=work)
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(store.apply([[new()]])))
     thread.start()
     thread.join()
-    assert errors == []
-    assert store.submission_count(1) == 1
+    assert outcome == [[None]]
+    assert store.round(1) is not None
     store.close()
 
 
-# --------------------------------------------------------------------------- meta and rounds
+@pytest.mark.parametrize("umask", [0o022, 0o000, 0o277])
+def test_files_are_private_whatever_the_umask(db: Path, umask: int) -> None:
+    def modes() -> dict[str, int]:
+        return {
+            suffix: stat.S_IMODE(os.stat(f"{db}{suffix}").st_mode)
+            for suffix in ("", "-wal", "-shm")
+        }
+
+    old = os.umask(umask)
+    try:
+        with NodeStore(db) as store:
+            assert modes() == {"": 0o600, "-wal": 0o600, "-shm": 0o600}
+            ok(store, [new()])
+            assert modes() == {"": 0o600, "-wal": 0o600, "-shm": 0o600}
+        with NodeStore(db):
+            assert modes() == {"": 0o600, "-wal": 0o600, "-shm": 0o600}
+    finally:
+        os.umask(old)
 
 
-def test_meta_roundtrip_and_persistence(store: NodeStore, db: Path) -> None:
+def test_meta_roundtrip_and_reserved_key(store: NodeStore, db: Path) -> None:
     assert store.get_meta("next") is None
     store.set_meta("next", "1")
     store.set_meta("next", "2")
-    assert store.get_meta("next") == "2"
-    store.close()
-    with NodeStore(db) as again:
-        assert again.get_meta("next") == "2"
-
-
-def test_meta_rejects_bad_arguments(store: NodeStore) -> None:
     with pytest.raises(ValueError):
         store.set_meta("schema_version", "9")
     with pytest.raises(ValueError):
         store.set_meta("", "x")
     with pytest.raises(TypeError):
         store.set_meta("k", 3)  # type: ignore[arg-type]
-
-
-def test_round_lifecycle_and_persistence(store: NodeStore, db: Path) -> None:
-    assert store.last_round_id() is None
-    assert store.get_round(1) is None
-    open_round(store, 1)
-    store.put_round(2, status="open", opened_at=1100, deadline=None, secret_key=None)
-    expected = RoundRecord(1, "open", 1000.5, 1060.0, None, KEY)
-    assert store.get_round(1) == expected
-    store.update_round(1, status="closed", clients=12)
-    store.update_round(2, deadline=1200.0)
-    store.update_round(2)
-    assert store.get_round(1) == RoundRecord(1, "closed", 1000.5, 1060.0, 12, KEY)
-    assert store.get_round(2) == RoundRecord(2, "open", 1100.0, 1200.0, None, None)
-    assert [r.round_id for r in store.rounds()] == [1, 2]
-    assert [r.round_id for r in store.rounds(status="open")] == [2]
-    assert store.rounds(status="done") == []
-    assert store.last_round_id() == 2
-    store.erase_round_key(1)
-    store.erase_round_key(1)
     store.close()
     with NodeStore(db) as again:
-        assert again.get_round(1) == RoundRecord(1, "closed", 1000.5, 1060.0, 12, None)
-        assert again.last_round_id() == 2
+        assert again.get_meta("next") == "2"
 
 
-def test_round_errors(store: NodeStore) -> None:
-    open_round(store, 1)
-    with pytest.raises(StoreError, match="exists"):
-        open_round(store, 1)
-    with pytest.raises(StoreError, match="does not exist"):
-        store.update_round(9, status="x")
-    with pytest.raises(StoreError, match="does not exist"):
-        store.update_round(9)
-    with pytest.raises(StoreError, match="does not exist"):
-        store.erase_round_key(9)
+# --------------------------------------------------------------------------- rounds
 
 
-@pytest.mark.parametrize(
-    ("round_id", "error"),
-    [(-1, ValueError), (2**63, ValueError), (True, TypeError), (1.0, TypeError), ("1", TypeError)],
-)
-def test_round_ids_are_checked(store: NodeStore, round_id: object, error: type) -> None:
-    with pytest.raises(error):
-        store.get_round(round_id)  # type: ignore[arg-type]
-    with pytest.raises(error):
-        store.submissions(round_id)  # type: ignore[arg-type]
+def test_new_round_set_round_and_erase_key(store: NodeStore) -> None:
+    assert store.round(1) is None
+    ok(store, [new(1)], [NewRound(2, S.OPENING, 7)])
+    refused(store.apply([[new(1, key=None)]])[0], "round 1 already exists")
+    assert store.round(1) == RoundRecord(1, S.OPEN, 1000.5, None, None, KEY, (ann("mix1", 1),))
+    anns = (ann("mix1", 2), ann("mix2", 2, fill=2))
+    ok(store, [SetRound(2, status=S.OPEN, deadline=1060.0, announcements=anns)])
+    ok(store, [SetRound(2, clients=12)], [SetRound(2)])
+    assert store.round(2) == RoundRecord(2, S.OPEN, 7.0, 1060.0, 12, None, anns)
+    ok(store, [SetRound(2, announcements=())])
+    assert store.round(2) == RoundRecord(2, S.OPEN, 7.0, 1060.0, 12, None, ())
+    ok(store, [EraseKey(1)], [EraseKey(1)])
+    assert store.round(1) == RoundRecord(1, S.OPEN, 1000.5, None, None, None, (ann("mix1", 1),))
+    for write in (SetRound(9, status=S.CLOSED), SetRound(9), EraseKey(9)):
+        refused(store.apply([[write]])[0], "round 9 does not exist")
 
 
-def test_largest_round_id_is_accepted(store: NodeStore) -> None:
-    open_round(store, 2**63 - 1)
-    assert store.last_round_id() == 2**63 - 1
-
-
-def test_put_round_checks_fields(store: NodeStore) -> None:
+def test_rounds_are_ordered_and_limited(store: NodeStore) -> None:
+    ok(store, [new(5), new(2**63 - 1), new(0)])
+    assert [r.round_id for r in store.rounds()] == [0, 5, 2**63 - 1]
+    assert [r.round_id for r in store.rounds(limit=2)] == [5, 2**63 - 1]
+    assert [r.round_id for r in store.rounds(limit=9)] == [0, 5, 2**63 - 1]
+    assert store.rounds(limit=0) == []
     with pytest.raises(ValueError):
-        store.put_round(1, status="open", opened_at=0.0, deadline=None, secret_key=b"short")
+        store.rounds(limit=-1)
+    with pytest.raises(ValueError):
+        store.round(2**63)
     with pytest.raises(TypeError):
-        store.put_round(1, status="open", opened_at=0.0, deadline=None, secret_key="k" * 32)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        store.put_round(1, status="open", opened_at=float("nan"), deadline=None, secret_key=None)
-    with pytest.raises(ValueError):
-        store.put_round(1, status="", opened_at=0.0, deadline=None, secret_key=None)
-    with pytest.raises(ValueError):
-        store.update_round(1, clients=-1)
-    assert store.rounds() == []
+        store.round(True)
 
 
-# --------------------------------------------------------------------------- submissions
+# --------------------------------------------------------------------------- intake
 
 
-def test_submissions_roundtrip_in_insertion_order(store: NodeStore, db: Path) -> None:
-    open_round(store, 1)
-    open_round(store, 2)
-    first = [submission("zed", 1), submission("amy", 2)]
-    store.add_submissions(1, first)
-    store.add_submissions(2, [submission("amy", 9)])
-    store.add_submissions(1, [submission("mid", 3, count=0)])
-    store.add_submissions(1, [])
-    assert store.submissions(1) == [*first, submission("mid", 3, count=0)]
-    assert store.submission_count(1) == 3
-    assert store.submission_count(2) == 1
-    assert store.submission_count(5) == 0
-    assert store.get_submission(1, "amy") == submission("amy", 2)
-    assert store.get_submission(2, "amy") == submission("amy", 9)
-    assert store.get_submission(1, "nobody") is None
-    store.close()
-    with NodeStore(db) as again:
-        assert again.submissions(1) == [*first, submission("mid", 3, count=0)]
+def test_add_submission_stores_submission_and_receipt(store: NodeStore) -> None:
+    ok(store, [new(1)], [new(2)])
+    ok(store, [AddSubmission(1, sub("zed", 1))], [AddSubmission(1, sub("amy", 2))])
+    ok(store, [AddSubmission(2, sub("amy", 9, count=0))])
+    records = store.records()
+    assert records.submissions == {1: (sub("zed", 1), sub("amy", 2)), 2: (sub("amy", 9, 0),)}
+    assert records.receipts == {
+        1: {"zed": bytes([1]) * 32, "amy": bytes([2]) * 32},
+        2: {"amy": bytes([9]) * 32},
+    }
+    refused(store.apply([[AddSubmission(1, sub("amy", 3))]])[0], "already has a submission")
+    refused(store.apply([[AddSubmission(4, sub("amy", 3))]])[0], "round 4 does not exist")
+    assert store.records() == records
 
 
-def test_add_submissions_is_all_or_nothing(store: NodeStore) -> None:
-    open_round(store, 1)
-    store.add_submissions(1, [submission("a", 1)])
-    with pytest.raises(StoreError):
-        store.add_submissions(1, [submission("b", 2), submission("a", 3), submission("c", 4)])
-    assert store.submissions(1) == [submission("a", 1)]
-    with pytest.raises(StoreError):
-        store.add_submissions(1, [submission("d", 5), submission("d", 6)])
-    assert store.submission_count(1) == 1
-    store.add_submissions(1, [submission("b", 2)])
-    assert store.submission_count(1) == 2
+def test_receipt_outlives_intake_until_forgotten(store: NodeStore) -> None:
+    ok(store, [new(1)], [AddSubmission(1, sub("a", 1))], [AddChunk(1, chunk("m", 0))])
+    ok(store, [DropIntake(1)], [DropIntake(1)], [DropIntake(77)])
+    records = store.records()
+    assert records.submissions == {} and records.chunks == {}
+    assert records.receipts == {1: {"a": bytes([1]) * 32}}
+    refused(store.apply([[AddSubmission(1, sub("a", 5))]])[0], "already has a submission")
+    ok(store, [ForgetReceipts(1)], [ForgetReceipts(1)], [ForgetReceipts(77)])
+    assert store.records().receipts == {}
+    ok(store, [AddSubmission(1, sub("a", 5))])
+    assert store.records().submissions == {1: (sub("a", 5),)}
 
 
-def test_add_submissions_needs_the_round(store: NodeStore) -> None:
-    with pytest.raises(StoreError, match="does not exist"):
-        store.add_submissions(4, [submission("a", 1)])
+def test_drop_intake_touches_only_that_round(store: NodeStore) -> None:
+    ok(store, [new(1), new(2)], [AddSubmission(1, sub("a", 1)), AddSubmission(2, sub("a", 2))])
+    ok(store, [AddChunk(1, chunk("m", 0)), AddChunk(2, chunk("m", 0))])
+    ok(store, [PutOutbound(1, batch((b"x",))), PutResult(1, {"a": 1})])
+    ok(store, [DropIntake(1)])
+    records = store.records()
+    assert set(records.submissions) == set(records.chunks) == {2}
+    assert set(records.outbound) == set(records.results) == {1}
+    assert len(records.rounds) == 2
 
 
-def test_add_submissions_checks_items(store: NodeStore) -> None:
-    open_round(store, 1)
-    unequal = Submission(client="a", digest=b"d", payloads=(b"abc", b"de"))
-    not_bytes = Submission(client="a", digest=b"d", payloads=("abc",))  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        store.add_submissions(1, [submission("ok", 1), unequal])
-    with pytest.raises(TypeError):
-        store.add_submissions(1, [not_bytes])
-    with pytest.raises(TypeError):
-        store.add_submissions(1, [("a", b"d", (b"x",))])  # type: ignore[list-item]
-    with pytest.raises(TypeError):
-        store.add_submissions(1, [Submission(client="a", digest=b"d", payloads=b"xy")])  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        store.add_submissions(1, [Submission(client="", digest=b"d", payloads=())])
-    assert store.submission_count(1) == 0
-
-
-# --------------------------------------------------------------------------- chunks
-
-
-def test_add_chunk_is_idempotent_and_first_wins(store: NodeStore, db: Path) -> None:
-    open_round(store, 1)
-    assert store.add_chunk(1, chunk("m1", 1)) is True
-    assert store.add_chunk(1, chunk("m1", 1, payloads=(b"zz",))) is False
-    assert store.add_chunk(1, chunk("m1", 0)) is True
-    assert store.add_chunk(1, chunk("m0", 2, payloads=())) is True
-    assert store.chunks(1) == [chunk("m0", 2, payloads=()), chunk("m1", 0), chunk("m1", 1)]
-    assert store.chunk_indices(1, "m1") == {0, 1}
-    assert store.chunk_indices(1, "m9") == set()
-    store.close()
-    with NodeStore(db) as again:
-        assert again.chunks(1)[2] == chunk("m1", 1)
-
-
-def test_add_chunk_errors(store: NodeStore) -> None:
-    with pytest.raises(StoreError, match="does not exist"):
-        store.add_chunk(1, chunk("m1", 0))
-    open_round(store, 1)
-    with pytest.raises(ValueError):
-        store.add_chunk(1, chunk("m1", 3))
-    with pytest.raises(ValueError):
-        store.add_chunk(1, chunk("m1", 0, payloads=(b"a", b"bc")))
-    with pytest.raises(TypeError):
-        store.add_chunk(1, chunk("m1", 0, payloads=(bytearray(b"a"),)))  # type: ignore[arg-type]
-    assert store.chunks(1) == []
+def test_add_chunk_keeps_the_first_copy(store: NodeStore) -> None:
+    ok(store, [new(1)])
+    ok(store, [AddChunk(1, chunk("m1", 1))], [AddChunk(1, chunk("m1", 1, payloads=(b"zz",)))])
+    ok(store, [AddChunk(1, chunk("m1", 0))], [AddChunk(1, chunk("m0", 2, payloads=()))])
+    ok(store, [AddChunk(1, chunk("é", 0))])
+    expected = (chunk("m0", 2, ()), chunk("m1", 0), chunk("m1", 1), chunk("é", 0))
+    assert store.records().chunks == {1: expected}
+    refused(store.apply([[AddChunk(3, chunk("m1", 0))]])[0], "round 3 does not exist")
 
 
 def test_large_payload_lists_round_trip(store: NodeStore) -> None:
-    open_round(store, 1)
-    payloads = tuple(i.to_bytes(24, "big") for i in range(200_000))
-    big = Chunk(
-        sender="m1", index=0, chunks=1, clients=1, count=200_000, dropped=0, payloads=payloads
+    payloads = tuple(i.to_bytes(24, "big") for i in range(100_000))
+    big = Chunk("m1", 0, chunks=1, clients=1, count=100_000, dropped=0, payloads=payloads)
+    ok(
+        store,
+        [new(1), AddChunk(1, big), PutOutbound(1, batch(payloads[:60_000], payloads[60_000:]))],
     )
-    assert store.add_chunk(1, big)
-    assert store.chunks(1) == [big]
-    store.put_outbound(1, clients=1, count=200_000, chunks=[payloads[:100_000], payloads[100_000:]])
-    stored = store.outbound(1)
-    assert stored is not None
-    assert stored[2][0].payloads + stored[2][1].payloads == payloads
+    records = store.records()
+    assert records.chunks[1] == (big,)
+    assert records.outbound[1] == batch(payloads[:60_000], payloads[60_000:])
 
 
-# --------------------------------------------------------------------------- outbound
+# --------------------------------------------------------------------------- outbound, results
 
 
-def test_outbound_roundtrip_ack_and_drop(store: NodeStore, db: Path) -> None:
-    open_round(store, 1)
-    assert store.outbound(1) is None
-    store.put_outbound(1, clients=2, count=3, chunks=[[b"aa", b"bb"], [b"cc"]])
-    store.ack_outbound(1, 1)
-    store.ack_outbound(1, 1)
-    expected = (
-        2,
-        3,
-        [OutboundChunk(0, (b"aa", b"bb"), False), OutboundChunk(1, (b"cc",), True)],
+def test_outbound_put_ack_and_drop(store: NodeStore) -> None:
+    ok(store, [new(1)])
+    ok(store, [PutOutbound(1, batch((b"aa", b"bb"), (b"cc",)))])
+    refused(store.apply([[PutOutbound(1, batch((b"zz",)))]])[0], "already has an outbound")
+    ok(store, [AckOutbound(1, 1)], [AckOutbound(1, 1)])
+    parts = (OutboundChunk(0, (b"aa", b"bb"), False), OutboundChunk(1, (b"cc",), True))
+    assert store.records().outbound == {1: OutboundBatch(2, 3, parts)}
+    refused(store.apply([[AckOutbound(1, 2)]])[0], "no outbound chunk 2")
+    refused(store.apply([[AckOutbound(5, 0)]])[0], "no outbound chunk 0")
+    ok(store, [DropOutbound(1)], [DropOutbound(1)], [DropOutbound(8)])
+    assert store.records().outbound == {}
+    refused(store.apply([[AckOutbound(1, 0)]])[0], "no outbound chunk 0")
+    ok(store, [PutOutbound(1, batch(clients=0))])
+    assert store.records().outbound == {1: OutboundBatch(0, 0, ())}
+    refused(store.apply([[PutOutbound(2, batch((b"x",)))]])[0], "round 2 does not exist")
+
+
+@pytest.mark.parametrize(
+    ("outbound", "error"),
+    [
+        (OutboundBatch(1, 2, (OutboundChunk(0, (b"a",)),)), ValueError),  # wrong count
+        (batch((b"a",), (b"bc",)), ValueError),  # unequal lengths
+        (OutboundBatch(1, 1, (OutboundChunk(1, (b"a",)),)), ValueError),  # index
+        (OutboundBatch(1, 1, (OutboundChunk(0, (b"a",), True),)), ValueError),  # acked
+        (OutboundBatch(1, 1, ((b"a",),)), TypeError),  # type: ignore[arg-type]
+    ],
+)
+def test_put_outbound_checks_the_batch(
+    store: NodeStore, outbound: OutboundBatch, error: type[Exception]
+) -> None:
+    ok(store, [new(1)])
+    with pytest.raises(error):
+        store.apply([[PutOutbound(1, outbound)]])
+    assert store.records().outbound == {}
+
+
+def test_results_replace_and_read_back(store: NodeStore) -> None:
+    ok(store, [new(1)])
+    assert store.result(1) is None
+    ok(store, [PutResult(1, {"sum": 3})], [PutResult(1, {"e": 0.25, "s": (1, 2), "x": None})])
+    assert store.result(1) == {"e": 0.25, "s": [1, 2], "x": None}
+    assert store.records().results == {1: {"e": 0.25, "s": [1, 2], "x": None}}
+    refused(store.apply([[PutResult(2, {"a": 1})]])[0], "round 2 does not exist")
+
+
+@pytest.mark.parametrize(
+    ("result", "error"),
+    [
+        ({"a": float("nan")}, ValueError),
+        ({"a": float("inf")}, ValueError),
+        ({"a": b"bytes"}, TypeError),
+        ({1: "a"}, TypeError),
+        ({"a": {2: "b"}}, TypeError),
+        ({"a": [object()]}, TypeError),
+        ([("a", 1)], TypeError),
+    ],
+)
+def test_put_result_refuses_what_json_cannot_hold(
+    store: NodeStore, result: object, error: type[Exception]
+) -> None:
+    ok(store, [new(1)])
+    with pytest.raises(error):
+        store.apply([[PutResult(1, result)]])  # type: ignore[arg-type]
+    assert store.result(1) is None
+
+
+@pytest.mark.parametrize(
+    ("write", "error"),
+    [
+        (NewRound(-1, S.OPEN, 0.0), ValueError),
+        (NewRound(2**63, S.OPEN, 0.0), ValueError),
+        (NewRound(True, S.OPEN, 0.0), TypeError),
+        (NewRound(1, "open", 0.0), TypeError),  # type: ignore[arg-type]
+        (NewRound(1, S.OPEN, float("nan")), ValueError),
+        (NewRound(1, S.OPEN, 0.0, b"short"), ValueError),
+        (NewRound(1, S.OPEN, 0.0, announcements=(b"x",)), TypeError),  # type: ignore[arg-type]
+        (SetRound(1, clients=-1), ValueError),
+        (AddSubmission(1, Submission("a", b"d", (b"abc", b"de"))), ValueError),
+        (AddSubmission(1, Submission("a", b"d", ("abc",))), TypeError),  # type: ignore[arg-type]
+        (AddSubmission(1, Submission("", b"d", ())), ValueError),
+        (AddChunk(1, chunk("m", 3)), ValueError),
+        (AddChunk(1, chunk("m", 0, payloads=(bytearray(b"a"),))), TypeError),  # type: ignore[arg-type]
+        (AckOutbound(1, -1), ValueError),
+        ("not a write", TypeError),
+    ],
+)
+def test_malformed_writes_raise_before_anything_is_stored(
+    store: NodeStore, write: Write, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        store.apply([[NewRound(7, S.OPEN, 0.0)], [write]])
+    assert store.records() == NodeRecords()
+
+
+# --------------------------------------------------------------------------- group commit
+
+
+def test_a_refused_group_rolls_back_alone(store: NodeStore) -> None:
+    ok(store, [new(1), AddSubmission(1, sub("a", 1))])
+    results = store.apply(
+        [
+            [AddSubmission(1, sub("b", 2))],
+            [
+                NewRound(5, S.OPEN, 1.0),
+                AddSubmission(1, sub("c", 3)),
+                AddSubmission(1, sub("a", 4)),
+            ],
+            [AddSubmission(1, sub("d", 5)), SetRound(1, clients=3)],
+            [SetRound(1, status=S.CLOSED), EraseKey(9)],
+            [],
+        ]
     )
-    assert store.outbound(1) == expected
-    store.close()
+    assert results[0] is None and results[2] is None and results[4] is None
+    refused(results[1], "already has a submission")
+    refused(results[3], "round 9 does not exist")
+    records = store.records()
+    assert [r.round_id for r in records.rounds] == [1]
+    assert records.rounds[0].status is S.OPEN and records.rounds[0].clients == 3
+    assert [s.client for s in records.submissions[1]] == ["a", "b", "d"]
+    assert set(records.receipts[1]) == {"a", "b", "d"}
+    assert store.apply([]) == []
+
+
+class FailingConnection:
+    """Wraps a connection; ``execute`` of a statement starting with ``fail`` raises."""
+
+    def __init__(self, conn: sqlite3.Connection, fail: str) -> None:
+        self.conn, self.fail = conn, fail
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql.startswith(self.fail):
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.conn, name)
+
+
+@pytest.mark.parametrize("fail", ["COMMIT", "INSERT INTO results", "BEGIN"])
+def test_a_failed_transaction_fails_every_group(store: NodeStore, fail: str) -> None:
+    ok(store, [new(1)])
+    before = store.records()
+    real = store._conn
+    assert real is not None
+    store._conn = FailingConnection(real, fail)  # type: ignore[assignment]
+    try:
+        results = store.apply([[new(2)], [PutResult(1, {"a": 1})], [new(1)], [EraseKey(1)]])
+    finally:
+        store._conn = real
+    assert len(results) == 4
+    assert all(isinstance(r, StoreError) and "nothing stored" in str(r) for r in results)
+    assert not real.in_transaction
+    assert store.records() == before
+    ok(store, [new(2)])
+
+
+# --------------------------------------------------------------------------- durability
+
+
+def everything() -> list[list[Write]]:
+    """Groups that leave every kind of record stored."""
+    return [
+        [new(1, status=S.OPENING), SetRound(1, status=S.OPEN, deadline=2000.25)],
+        [AddSubmission(1, sub("a", 1)), AddSubmission(1, sub("b", 2, count=0))],
+        [NewRound(2, S.OPEN, 3.0, None, (ann("mix2", 2), ann("mix3", 2, 3)))],
+        [AddChunk(2, chunk("mix1", 0)), AddChunk(2, chunk("mix1", 2, payloads=(b"",) * 3))],
+        [NewRound(2**63 - 1, S.CLOSED, 4.0), SetRound(2**63 - 1, clients=0)],
+        [PutOutbound(2**63 - 1, batch((b"q" * 40,), (b"r" * 40,))), AckOutbound(2**63 - 1, 1)],
+        [NewRound(0, S.DONE, 0.0), PutResult(0, {"status": "ok", "sum": 2**70, "e": [0.5, None]})],
+        [NewRound(3, S.MIXED, 5.0, KEY), AddSubmission(3, sub("c", 7)), DropIntake(3)],
+    ]
+
+
+def test_records_survive_close_and_reopen(db: Path) -> None:
+    model = MemoryStore()
+    with NodeStore(db) as store:
+        for group in everything():
+            model.apply(group)
+        ok(store, *everything())
+        written = store.records()
+    assert written == model.records()
     with NodeStore(db) as again:
-        assert again.outbound(1) == expected
-        with pytest.raises(StoreError, match="already"):
-            again.put_outbound(1, clients=2, count=1, chunks=[[b"zz"]])
-        with pytest.raises(StoreError, match="no outbound chunk"):
-            again.ack_outbound(1, 2)
-        again.drop_outbound(1)
-        again.drop_outbound(1)
-        assert again.outbound(1) is None
-        again.put_outbound(1, clients=0, count=0, chunks=[])
-        assert again.outbound(1) == (0, 0, [])
+        assert again.records() == written
+        assert again.round(2**63 - 1) == written.rounds[-1]
+        assert again.result(0) == {"status": "ok", "sum": 2**70, "e": [0.5, None]}
 
-
-def test_put_outbound_checks_arguments(store: NodeStore) -> None:
-    with pytest.raises(StoreError, match="does not exist"):
-        store.put_outbound(1, clients=1, count=1, chunks=[[b"a"]])
-    open_round(store, 1)
-    with pytest.raises(ValueError, match="count"):
-        store.put_outbound(1, clients=1, count=2, chunks=[[b"a"]])
-    with pytest.raises(ValueError):
-        store.put_outbound(1, clients=1, count=2, chunks=[[b"a"], [b"bc"]])
-    with pytest.raises(TypeError):
-        store.put_outbound(1, clients=1, count=1, chunks=[b"a"])  # type: ignore[list-item]
-    assert store.outbound(1) is None
-
-
-def test_drop_intake_deletes_only_the_intake_of_that_round(store: NodeStore) -> None:
-    open_round(store, 1)
-    open_round(store, 2)
-    store.add_submissions(1, [submission("a", 1)])
-    store.add_submissions(2, [submission("a", 2)])
-    store.add_chunk(1, chunk("m1", 0))
-    store.put_outbound(1, clients=1, count=1, chunks=[[b"x"]])
-    store.drop_intake(1)
-    store.drop_intake(1)
-    store.drop_intake(77)
-    assert store.submissions(1) == []
-    assert store.chunks(1) == []
-    assert store.submission_count(2) == 1
-    assert store.outbound(1) is not None
-    assert store.get_round(1) is not None
-
-
-# --------------------------------------------------------------------------- results
-
-
-def test_results_roundtrip_replace_and_persist(store: NodeStore, db: Path) -> None:
-    open_round(store, 1)
-    assert store.get_result(1) is None
-    store.put_result(1, {"sum": 3, "ok": True})
-    store.put_result(1, {"estimate": 0.25, "shares": [1, 2], "error": None})
-    store.close()
-    with NodeStore(db) as again:
-        assert again.get_result(1) == {"estimate": 0.25, "shares": [1, 2], "error": None}
-
-
-def test_put_result_errors(store: NodeStore) -> None:
-    with pytest.raises(StoreError, match="does not exist"):
-        store.put_result(1, {"a": 1})
-    open_round(store, 1)
-    with pytest.raises(ValueError):
-        store.put_result(1, {"a": float("nan")})
-    with pytest.raises(TypeError):
-        store.put_result(1, {"a": b"bytes"})
-    with pytest.raises(TypeError):
-        store.put_result(1, {1: "a"})  # type: ignore[dict-item]
-    assert store.get_result(1) is None
-
-
-# --------------------------------------------------------------------------- corruption
-
-
-def test_corrupt_blob_length_is_a_store_error(store: NodeStore, db: Path) -> None:
-    open_round(store, 1)
-    store.add_submissions(1, [submission("a", 1)])
-    store.add_chunk(1, chunk("m1", 0))
-    store.put_outbound(1, clients=1, count=2, chunks=[[b"aa", b"bb"]])
-    conn = raw(db)
-    for table in ("submissions", "chunks", "outbound_chunks"):
-        conn.execute(f"UPDATE {table} SET item_count = item_count + 1")
-    conn.close()
-    with pytest.raises(StoreError, match="corrupt"):
-        store.submissions(1)
-    with pytest.raises(StoreError, match="corrupt"):
-        store.get_submission(1, "a")
-    with pytest.raises(StoreError, match="corrupt"):
-        store.chunks(1)
-    with pytest.raises(StoreError, match="corrupt"):
-        store.outbound(1)
-
-
-def test_corrupt_result_is_a_store_error(store: NodeStore, db: Path) -> None:
-    open_round(store, 1)
-    store.put_result(1, {"a": 1})
-    conn = raw(db)
-    conn.execute("UPDATE results SET result = '[1, 2]'")
-    conn.close()
-    with pytest.raises(StoreError):
-        store.get_result(1)
-
-
-# --------------------------------------------------------------------------- erasure
-
-
-def files_containing(directory: Path, needle: bytes) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if p.is_file() and needle in p.read_bytes())
-
-
-def test_erase_round_key_removes_the_key_bytes_from_disk(store: NodeStore, db: Path) -> None:
-    key = os.urandom(32)
-    open_round(store, 1, secret_key=key)
-    open_round(store, 2, secret_key=os.urandom(32))
-    for i in range(5):
-        store.update_round(1, status=f"step-{i}")
-        store.add_submissions(1, [submission(f"c{i}", i)])
-    assert files_containing(db.parent, key) != []  # the search below can find the key
-    store.erase_round_key(1)
-    assert store.get_round(1) is not None
-    assert store.get_round(1).secret_key is None  # type: ignore[union-attr]
-    assert files_containing(db.parent, key) == []
-    store.close()
-    assert files_containing(db.parent, key) == []
-    with NodeStore(db) as again:
-        record = again.get_round(1)
-        assert record is not None
-        assert record.secret_key is None
-        assert record.status == "step-4"
-        assert again.get_round(2).secret_key is not None  # type: ignore[union-attr]
-
-
-# --------------------------------------------------------------------------- hard kills
 
 CHILD = """
 import os, sys, time
-from mixnet.store import NodeStore, Submission
+from mixnet.core.records import AddSubmission, NewRound, Submission
+from mixnet.core.status import RoundStatus
+from mixnet.store import NodeStore
 store = NodeStore(sys.argv[1])
-store.put_round(7, status="open", opened_at=1.0, deadline=None, secret_key=None)
-store.add_submissions(7, [
-    Submission(client=f"c{i}", digest=bytes([i]) * 32, payloads=(bytes([i]) * 16,) * 3)
+groups = [[NewRound(7, RoundStatus.OPEN, 1.0)]] + [
+    [AddSubmission(7, Submission(f"c{i}", bytes([i]) * 32, (bytes([i]) * 16,) * 3))]
     for i in range(100)
-])
+]
+assert store.apply(groups) == [None] * 101
 print("stored", flush=True)
-if sys.argv[2] == "exit":
-    os._exit(0)
 time.sleep(60)
 """
 
 
-def start_child(db: Path, mode: str) -> subprocess.Popen[str]:
+def test_committed_groups_survive_sigkill(db: Path) -> None:
     paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    return subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(db), mode],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(db)], stdout=subprocess.PIPE, text=True, env=env
     )
-
-
-def check_child_data(db: Path) -> None:
-    with NodeStore(db) as store:
-        assert store.submission_count(7) == 100
-        assert store.get_submission(7, "c42") == Submission(
-            client="c42", digest=bytes([42]) * 32, payloads=(bytes([42]) * 16,) * 3
-        )
-
-
-def test_data_survives_exit_without_close(db: Path) -> None:
-    child = start_child(db, "exit")
-    out, _ = child.communicate(timeout=30)
-    assert out == "stored\n"
-    assert child.returncode == 0
-    check_child_data(db)
-
-
-def test_data_survives_sigkill_right_after_commit(db: Path) -> None:
-    child = start_child(db, "sleep")
     try:
         assert child.stdout is not None
         assert child.stdout.readline() == "stored\n"
@@ -538,4 +536,238 @@ def test_data_survives_sigkill_right_after_commit(db: Path) -> None:
         if child.stdout is not None:
             child.stdout.close()
     assert child.returncode == -signal.SIGKILL
-    check_child_data(db)
+    with NodeStore(db) as store:
+        records = store.records()
+    assert len(records.submissions[7]) == 100
+    assert records.submissions[7][42] == Submission(
+        "c42", bytes([42]) * 32, (bytes([42]) * 16,) * 3
+    )
+
+
+# --------------------------------------------------------------------------- erasure
+
+
+def files_containing(directory: Path, needle: bytes) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.is_file() and needle in p.read_bytes())
+
+
+def test_erased_and_dropped_bytes_leave_the_files(store: NodeStore, db: Path) -> None:
+    key, other = os.urandom(32), os.urandom(32)
+    payload, digest = os.urandom(48), os.urandom(32)
+    ok(store, [NewRound(1, S.OPEN, 1.0, key)], [NewRound(2, S.OPEN, 1.0, other)])
+    for i in range(5):
+        ok(
+            store,
+            [SetRound(1, clients=i), AddSubmission(1, Submission(f"c{i}", digest, (payload,)))],
+        )
+    ok(store, [AddChunk(1, Chunk("m", 0, 1, 1, 1, 0, (payload[::-1],)))])
+    for needle in (key, payload, payload[::-1], digest):
+        assert files_containing(db.parent, needle) != []  # the search can find them
+    ok(store, [EraseKey(1)])
+    assert files_containing(db.parent, key) == []
+    assert files_containing(db.parent, payload) != []
+    ok(store, [DropIntake(1)])
+    assert files_containing(db.parent, payload) == []
+    assert files_containing(db.parent, payload[::-1]) == []
+    assert files_containing(db.parent, digest) != []  # the receipts keep it
+    ok(store, [ForgetReceipts(1)])
+    assert files_containing(db.parent, digest) == []
+    assert (db.parent / "node.db-wal").stat().st_size == 0
+    store.close()
+    assert files_containing(db.parent, key) == []
+    with NodeStore(db) as again:
+        rounds = again.rounds()
+        assert rounds[0].secret_key is None and rounds[0].clients == 4
+        assert rounds[1].secret_key == other
+
+
+# --------------------------------------------------------------------------- corruption
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE rounds SET status = 'bogus'",
+        "UPDATE rounds SET status = 7",
+        "UPDATE rounds SET announcements = x'c1'",
+        "UPDATE rounds SET opened_at = 'noon'",
+    ],
+)
+def test_corrupt_round_is_a_store_error(store: NodeStore, db: Path, sql: str) -> None:
+    ok(store, [new(1)])
+    conn = raw(db)
+    conn.execute(sql)
+    conn.close()
+    with pytest.raises(StoreError, match="corrupt"):
+        store.records()
+    with pytest.raises(StoreError, match="corrupt"):
+        store.round(1)
+    with pytest.raises(StoreError, match="corrupt"):
+        store.rounds()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE submissions SET item_count = item_count + 1",
+        "UPDATE chunks SET item_length = 3",
+        "UPDATE outbound_chunks SET payloads = x'00'",
+        "UPDATE outbound_chunks SET acked = 2",
+        "UPDATE receipts SET digest = 'text'",
+        "UPDATE results SET result = '[1, 2]'",
+        "UPDATE results SET result = '{'",
+    ],
+)
+def test_corrupt_rows_are_a_store_error(store: NodeStore, db: Path, sql: str) -> None:
+    ok(store, [new(1), AddSubmission(1, sub("a", 1)), AddChunk(1, chunk("m", 0))])
+    ok(store, [PutOutbound(1, batch((b"aa", b"bb"))), PutResult(1, {"a": 1})])
+    conn = raw(db)
+    conn.execute(sql)
+    conn.close()
+    with pytest.raises(StoreError, match="corrupt"):
+        store.records()
+
+
+# --------------------------------------------------------------------------- model equivalence
+
+IDS = [0, 1, 2, 3, 2**63 - 1]
+NAMES = ["a", "b", "m1", "é", "Z"]
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def payloads(data: st.DataObject, length: int | None = None) -> tuple[bytes, ...]:
+    size = data.draw(st.integers(0, 3)) if length is None else length
+    return tuple(data.draw(st.lists(st.binary(min_size=size, max_size=size), max_size=3)))
+
+
+def announcements(data: st.DataObject, round_id: int) -> tuple[RoundKeyAnnouncement, ...]:
+    nodes = data.draw(st.lists(st.sampled_from(NAMES), max_size=2))
+    return tuple(ann(n, round_id, fill=data.draw(st.integers(0, 255))) for n in nodes)
+
+
+def valid_write(data: st.DataObject, m: MemoryStore) -> Write:
+    """A write ``m`` (a MemoryStore) can apply, given what it holds."""
+    existing = sorted(m.rounds)
+    fresh = [r for r in IDS if r not in m.rounds]
+    kinds = ["drop-intake", "forget", "drop-out"] + (["new"] if fresh else [])
+    if existing:
+        kinds += ["set", "erase", "chunk", "result", "sub"]
+    if any(r not in m.outbound for r in existing):
+        kinds.append("put-out")
+    if any(b.chunks for b in m.outbound.values()):
+        kinds.append("ack")
+    kind = data.draw(st.sampled_from(kinds))
+    some = st.sampled_from([*IDS, 99])
+    if kind == "drop-intake":
+        return DropIntake(data.draw(some))
+    if kind == "forget":
+        return ForgetReceipts(data.draw(some))
+    if kind == "drop-out":
+        return DropOutbound(data.draw(some))
+    if kind == "new":
+        r = data.draw(st.sampled_from(fresh))
+        key = data.draw(st.none() | st.binary(min_size=32, max_size=32))
+        opened = data.draw(st.floats(0, 1e10))
+        return NewRound(r, data.draw(st.sampled_from(S)), opened, key, announcements(data, r))
+    if kind == "put-out":
+        r = data.draw(st.sampled_from([r for r in existing if r not in m.outbound]))
+        size = data.draw(st.integers(0, 3))
+        parts = [payloads(data, size) for _ in range(data.draw(st.integers(0, 3)))]
+        return PutOutbound(r, batch(*parts, clients=data.draw(st.integers(0, 9))))
+    if kind == "ack":
+        r = data.draw(st.sampled_from([r for r, b in m.outbound.items() if b.chunks]))
+        return AckOutbound(r, data.draw(st.integers(0, len(m.outbound[r].chunks) - 1)))
+    r = data.draw(st.sampled_from(existing))
+    if kind == "set":
+        maybe = st.none() | st.just(True)
+        return SetRound(
+            r,
+            status=data.draw(st.none() | st.sampled_from(S)),
+            clients=data.draw(st.none() | st.integers(0, 2**62)),
+            deadline=data.draw(st.none() | st.floats(-1e9, 1e9)),
+            announcements=announcements(data, r) if data.draw(maybe) else None,
+        )
+    if kind == "erase":
+        return EraseKey(r)
+    if kind == "result":
+        return PutResult(r, data.draw(st.dictionaries(st.text(max_size=3), JSON, max_size=3)))
+    if kind == "chunk":
+        count = data.draw(st.integers(1, 3))
+        return AddChunk(
+            r,
+            Chunk(
+                data.draw(st.sampled_from(NAMES[2:4])),  # two senders: copies are likely
+                data.draw(st.integers(0, count - 1)),
+                count,
+                data.draw(st.integers(0, 5)),
+                data.draw(st.integers(0, 5)),
+                data.draw(st.integers(0, 5)),
+                payloads(data),
+            ),
+        )
+    taken = {s.client for s in m.submissions.get(r, [])} | set(m.receipts.get(r, {}))
+    free = [n for n in NAMES if n not in taken]
+    if not free:
+        return ForgetReceipts(r)
+    client = data.draw(st.sampled_from(free))
+    return AddSubmission(r, Submission(client, data.draw(st.binary(max_size=8)), payloads(data)))
+
+
+def refused_write(data: st.DataObject, m: MemoryStore) -> Write:
+    """A write the store must refuse, given what ``m`` holds."""
+    options: list[Write] = [SetRound(12345, clients=1), EraseKey(12345), AckOutbound(12345, 0)]
+    options += [
+        AddChunk(12345, chunk("m", 0)),
+        PutResult(12345, {}),
+        AddSubmission(12345, sub("a", 1)),
+    ]
+    options += [NewRound(r, S.OPEN, 0.0) for r in m.rounds]
+    options += [PutOutbound(r, batch()) for r in m.outbound]
+    options += [AckOutbound(r, len(b.chunks)) for r, b in m.outbound.items()]
+    options += [AddSubmission(r, sub(c, 0)) for r, rc in m.receipts.items() for c in rc]
+    return data.draw(st.sampled_from(options))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_store_agrees_with_the_memory_model(data: st.DataObject) -> None:
+    model = MemoryStore()
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "node.db"
+        store = NodeStore(path)
+        try:
+            for _ in range(data.draw(st.integers(1, 5), label="commits")):
+                groups: list[list[Write]] = []
+                expected: list[bool] = []
+                for _ in range(data.draw(st.integers(1, 4), label="groups")):
+                    scratch = copy.deepcopy(model)
+                    group: list[Write] = []
+                    for _ in range(data.draw(st.integers(0, 4), label="writes")):
+                        group.append(valid_write(data, scratch))
+                        scratch.apply([group[-1]])
+                    good = data.draw(st.integers(0, 4), label="refused") != 0
+                    if good:
+                        model = scratch
+                    else:
+                        group.append(refused_write(data, scratch))
+                    groups.append(group)
+                    expected.append(good)
+                results = store.apply(groups)
+                assert [r is None for r in results] == expected, results
+                assert store.records() == model.records()
+                if data.draw(st.booleans(), label="reopen"):
+                    store.close()
+                    store = NodeStore(path)
+            assert store.records() == model.records()
+        finally:
+            store.close()

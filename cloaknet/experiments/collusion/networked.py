@@ -2,9 +2,10 @@
 
 This is the only part of the collusion experiment that runs the network stack
 (:func:`cloaknet.client.connect`, :func:`cloaknet.localchain.local_chain`,
-:class:`~cloaknet.params.CloakParams`, :class:`mixnet.chain.RoundPolicy`). Those APIs are
-imported inside :func:`networked_rows`, so the rest of the experiment does not depend on
-them, and this one function is all that needs adapting when they change.
+:class:`~cloaknet.protocols.CloakProtocol`, :class:`~cloaknet.params.CloakParams`,
+:class:`mixnet.chain.RoundPolicy`). Those APIs are imported inside :func:`networked_rows`, so
+the rest of the experiment does not depend on them, and this one function is all that needs
+adapting when they change.
 """
 
 from __future__ import annotations
@@ -31,11 +32,14 @@ def networked_rows(settings: CollusionSettings) -> list[AttackRow]:
     from cloaknet.encoding import quantize
     from cloaknet.localchain import local_chain
     from cloaknet.params import CloakParams
+    from cloaknet.protocols import CloakProtocol
     from mixnet.chain import RoundPolicy
 
     users, colluders = 10, 8
     k, m, modulus = settings.precision, settings.networked_m, settings.networked_modulus
-    params = CloakParams(modulus=modulus, precision=k, messages=m, max_users=users)
+    protocol = CloakProtocol(
+        CloakParams(modulus=modulus, precision=k, messages=m, max_users=users)
+    )
     policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=120.0)
     rng = SYSTEM_RANDOM if settings.seed is None else DeterministicRandom(settings.seed)
     rows: list[AttackRow] = []
@@ -43,7 +47,7 @@ def networked_rows(settings: CollusionSettings) -> list[AttackRow]:
     async def run(directory: Path) -> None:
         dump = directory / "dump"
         async with (
-            local_chain(directory, params, policy, mixes=2, dump_dir=dump) as chain,
+            local_chain(directory, protocol, policy, mixes=2, dump_dir=dump) as chain,
             connect(chain.chain, connections=2) as net,
         ):
             for _ in range(settings.networked_rounds):

@@ -1,0 +1,305 @@
+"""A mix node: the entry mix (hop 0, which runs the rounds) or a relay.
+
+The adapter around :class:`~mixnet.core.entry.EntryMachine` or
+:class:`~mixnet.core.relay.RelayMachine`: round keys are X25519 keys from the OS CSPRNG signed
+with the mix's Ed25519 identity (held in a :class:`~mixnet.keys.RoundKeyring` that mirrors
+the store: adopted when written, dropped when erased); peeling runs in a thread pool in parts
+of :data:`PEEL_CHUNK` onions (libsodium releases the GIL); the permutation runs in a thread
+too. The entry mix also answers ``get-round`` and drives the machine's timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import secrets
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from nacl.public import PrivateKey
+from nacl.signing import SigningKey
+
+from mixnet.core.actions import Action, Mix, Peel, Persist
+from mixnet.core.entry import EntryMachine
+from mixnet.core.intake import mix_batch, split_chunks
+from mixnet.core.records import EraseKey, NewRound
+from mixnet.core.relay import RelayMachine
+from mixnet.core.rounds import RoundKey
+from mixnet.core.status import Role, RoundStatus
+from mixnet.errors import MixnetError, UnknownRound
+from mixnet.frames import AbortRound, Batch, Frame, OpenRound, RoundOffer, Submit, to_wire
+from mixnet.keys import RoundKeyring, announce_round_key
+from mixnet.link import Link, challenge_response
+from mixnet.node import BaseNode
+from mixnet.onion import peel_many
+from mixnet.settings import NodeSettings
+from mixnet.store import NodeStore
+
+__all__ = ["PEEL_CHUNK", "MixNode"]
+
+_PREDECESSOR_FRAMES = ("open-round", "abort-round", "batch")
+#: Onions handed to one thread-pool task.
+PEEL_CHUNK = 1024
+#: Seconds ``get-round`` waits for a round to open before answering ``unknown-round``.
+GET_ROUND_WAIT = 30.0
+
+
+class MixNode(BaseNode):
+    """A mix of the chain (``settings.hop < settings.hops``)."""
+
+    def __init__(
+        self,
+        settings: NodeSettings,
+        store: NodeStore,
+        identity: SigningKey,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if settings.successor_url is None or settings.is_sink:
+            raise ValueError("a mix needs a successor")
+        self.role = Role.ENTRY if settings.hop == 0 else Role.RELAY
+        self.accepts = (
+            frozenset({"submit"}) if settings.hop == 0 else frozenset(_PREDECESSOR_FRAMES)
+        )
+        link = Link(
+            settings.successor_url,
+            max_size=settings.successor_max_frame(),
+            name=settings.name,
+            authenticate=challenge_response(
+                identity, chain_id=settings.chain_id, node=settings.name
+            ),
+        )
+        super().__init__(settings, store, clock=clock, link=link)
+        self.identity = identity
+        self.keyring = RoundKeyring()
+        self.pool = ThreadPoolExecutor(
+            max_workers=settings.workers, thread_name_prefix=f"peel-{settings.name}"
+        )
+        self.machine: EntryMachine | RelayMachine = self._fresh_machine()
+
+    # ------------------------------------------------------------------ the machine
+
+    def _make_key(self, round_id: int) -> RoundKey:
+        key = self.keyring.open_round(round_id)
+        announcement = announce_round_key(
+            self.identity,
+            chain_id=self.settings.chain_id,
+            node=self.settings.name,
+            round_id=round_id,
+            public_key=bytes(key.public_key),
+        )
+        return RoundKey(bytes(key), announcement)
+
+    def _fresh_machine(self) -> EntryMachine | RelayMachine:
+        s = self.settings
+        if s.hop == 0:
+            return EntryMachine(
+                name=s.name,
+                hops=s.hops,
+                messages=s.messages,
+                onion_length=s.item_length_in(),
+                policy=s.policy,
+                keys=self._make_key,
+            )
+        assert s.predecessor is not None
+        return RelayMachine(
+            name=s.name,
+            predecessor=s.predecessor,
+            item_length=s.item_length_in(),
+            chunk_size=s.policy.chunk_size,
+            keys=self._make_key,
+        )
+
+    def recover(self) -> list[Action]:
+        records = self.store.records()
+        for rec in records.rounds:
+            if rec.secret_key is not None and not self.keyring.is_open(rec.round_id):
+                self.keyring.adopt(rec.round_id, PrivateKey(rec.secret_key))
+        s = self.settings
+        now = self.clock()
+        actions: list[Action]
+        if s.hop == 0:
+            self.machine, actions = EntryMachine.restore(
+                records,
+                now,
+                name=s.name,
+                hops=s.hops,
+                messages=s.messages,
+                onion_length=s.item_length_in(),
+                policy=s.policy,
+                keys=self._make_key,
+            )
+        else:
+            assert s.predecessor is not None
+            self.machine, actions = RelayMachine.restore(
+                records,
+                now,
+                name=s.name,
+                predecessor=s.predecessor,
+                item_length=s.item_length_in(),
+                chunk_size=s.policy.chunk_size,
+                keys=self._make_key,
+            )
+        return self.emit(actions)
+
+    def emit(self, actions: Sequence[Action]) -> list[Action]:
+        for action in actions:
+            if isinstance(action, Persist):
+                for write in action.writes:
+                    if isinstance(write, EraseKey):
+                        self.keyring.erase(write.round_id)
+                    elif (
+                        isinstance(write, NewRound)
+                        and write.secret_key is not None
+                        and not self.keyring.is_open(write.round_id)
+                    ):
+                        self.keyring.adopt(write.round_id, PrivateKey(write.secret_key))
+        return super().emit(actions)
+
+    def handle(self, frame: Frame) -> list[Action]:
+        m = self.machine
+        now = self.clock()
+        if isinstance(m, EntryMachine) and isinstance(frame, Submit):
+            return m.on_submit(frame)
+        if isinstance(m, RelayMachine):
+            if isinstance(frame, OpenRound):
+                return m.on_open_round(frame, now)
+            if isinstance(frame, AbortRound):
+                return m.on_abort_round(frame, now)
+            if isinstance(frame, Batch):
+                return m.on_batch(frame)
+        return super().handle(frame)
+
+    def on_reply(self, sent: Frame, reply: Frame) -> list[Action]:
+        return self.machine.on_reply(sent, reply, self.clock())
+
+    def on_send_error(self, sent: Frame, error: MixnetError) -> list[Action]:
+        return self.machine.on_send_error(sent, error, self.clock())
+
+    def persisted(self, token: object) -> list[Action]:
+        return self.machine.persisted(token, self.clock())
+
+    def persist_failed(self, token: object) -> list[Action]:
+        return self.machine.persist_failed(token, self.clock())
+
+    def round_statuses(self) -> dict[int, RoundStatus]:
+        return {r: st.status for r, st in self.machine.rounds.items()}
+
+    # ------------------------------------------------------------------ heavy actions
+
+    async def peel(self, action: Peel) -> list[Action]:
+        """Peel the items with the round's key in the pool, in parts, then tell the machine."""
+        started = self.clock()
+        key = self.keyring.secret(action.round_id)
+        loop = asyncio.get_running_loop()
+        items = action.items
+        parts = [items[i : i + PEEL_CHUNK] for i in range(0, len(items), PEEL_CHUNK)]
+        s = self.settings
+        peel_part = functools.partial(
+            peel_many,
+            secret_key=key,
+            chain_id=s.chain_id,
+            round_id=action.round_id,
+            hop_index=s.hop,
+            expected_length=s.item_length_in(),
+        )
+        results = await asyncio.gather(
+            *(loop.run_in_executor(self.pool, peel_part, part) for part in parts)
+        )
+        flat = [r for part in results for r in part]
+        failed = sum(1 for r in flat if not isinstance(r, bytes))
+        times = self._round_times.setdefault(action.round_id, {})
+        times["peel_seconds"] = times.get("peel_seconds", 0.0) + self.clock() - started
+        if failed and self.role is Role.RELAY:
+            times["dropped"] = times.get("dropped", 0) + failed
+        return self.machine.peeled(action.token, flat, self.clock())
+
+    async def mix(self, action: Mix) -> list[Action]:
+        """Permute the round (OS CSPRNG) and cut it in chunks, off the event loop."""
+        started = self.clock()
+        chunks = await asyncio.get_running_loop().run_in_executor(
+            self.pool, _mix_and_cut, action.payloads, action.chunk_size
+        )
+        self.note(
+            action.round_id, messages=len(action.payloads), mix_seconds=self.clock() - started
+        )
+        return self.machine.mixed(action.round_id, chunks)
+
+    # ------------------------------------------------------------------ entry mix
+
+    def after_start(self) -> None:
+        if isinstance(self.machine, EntryMachine):
+            self.spawn(self._run_timers(), "round timer")
+
+    async def _run_timers(self) -> None:
+        """Call the machine's timer when it is due (and after every change)."""
+        while not self._stopping:
+            machine = self.machine
+            assert isinstance(machine, EntryMachine)
+            now = self.clock()
+            due = machine.next_timer()
+            if due is not None and due <= now:
+                actions = self.emit(machine.handle_timer(now))
+                if actions:
+                    self.spawn(self.execute(actions), "round timer actions")
+                await asyncio.sleep(0)
+                continue
+            self._changed.clear()
+            timeout = 1.0 if due is None else min(1.0, max(0.0, due - now))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=timeout)
+
+    def extra_request(
+        self, kind: str
+    ) -> Callable[[dict[str, object]], Coroutine[Any, Any, dict[str, object]]] | None:
+        if kind == "get-round" and isinstance(self.machine, EntryMachine):
+            return self._on_get_round
+        return None
+
+    async def _on_get_round(self, raw: dict[str, object]) -> dict[str, object]:
+        machine = self.machine
+        assert isinstance(machine, EntryMachine)
+        deadline = asyncio.get_running_loop().time() + GET_ROUND_WAIT
+        offer = machine.offer()
+        while offer is None:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise UnknownRound("no round is open; try again")
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 1.0))
+            offer = machine.offer()
+        return to_wire(
+            RoundOffer(
+                round_id=offer.round_id,
+                deadline=offer.deadline,
+                messages=offer.messages,
+                payload_length=self.settings.payload_length,
+                clients=offer.clients,
+                min_clients=offer.min_clients,
+                max_clients=offer.max_clients,
+                announcements=offer.announcements,
+            )
+        )
+
+    def status(self) -> dict[str, object]:
+        out = super().status()
+        if isinstance(self.machine, EntryMachine):
+            offer = self.machine.offer()
+            out["current_round"] = (
+                None
+                if offer is None
+                else {"round": offer.round_id, "clients": offer.clients, "deadline": offer.deadline}
+            )
+        return out
+
+    async def stop(self) -> None:
+        await super().stop()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _mix_and_cut(payloads: Sequence[bytes], chunk_size: int) -> list[list[bytes]]:
+    return split_chunks(mix_batch(payloads, secrets.randbelow), chunk_size)

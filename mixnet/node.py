@@ -1,0 +1,486 @@
+"""The asyncio + websockets adapter shared by every node: it decides nothing.
+
+A :class:`BaseNode` decodes each frame once into a typed object (:mod:`mixnet.frames`),
+feeds it to the node's round machine (:mod:`mixnet.core`), and carries out the actions the
+machine returns (:meth:`BaseNode.execute`): writes go to the :class:`~mixnet.writer.StoreWriter`
+(in emission order; nothing is acknowledged before its write committed), frames to the
+successor over one :class:`~mixnet.link.Link`, replies to the request being served, peeling
+and permuting to worker threads. It also serves HTTP GETs on the same port: ``/healthz``,
+``/status``, ``/metrics`` (Prometheus text); subclasses add routes. Node-to-node requests
+(``open-round``, ``abort-round``, ``batch``) are accepted only from a peer that proved it
+holds the predecessor's identity key (challenge–response).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http
+import json
+import logging
+import secrets
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from mixnet.core.actions import Action, Deliver, Mix, Peel, Persist, Publish, Reply, Send
+from mixnet.core.records import NewRound, SetRound
+from mixnet.core.status import TERMINAL, Role, RoundStatus
+from mixnet.errors import (
+    InternalError,
+    MalformedFrame,
+    MixnetError,
+    Unauthorized,
+    UnexpectedFrameType,
+)
+from mixnet.frames import (
+    MAX_NAME_LENGTH,
+    Frame,
+    parse_reply,
+    parse_request,
+    to_wire,
+)
+from mixnet.keys import CHALLENGE_LENGTH, verify_link_signature
+from mixnet.link import Link
+from mixnet.metrics import NodeMetrics
+from mixnet.settings import NodeSettings
+from mixnet.store import NodeStore, StoreError
+from mixnet.wire import decode_frame, encode_frame, error_frame, get_bytes, get_str
+from mixnet.writer import StoreWriter
+
+__all__ = ["BaseNode"]
+
+log = logging.getLogger("mixnet")
+
+#: Rounds kept in ``/status``'s history.
+STATUS_HISTORY = 32
+#: Frames only the authenticated predecessor may send.
+_PREDECESSOR_ONLY = frozenset({"open-round", "abort-round", "batch"})
+
+Outcome = list[Action] | MixnetError
+
+
+class BaseNode:
+    """The machinery every node shares. Subclasses provide the machine's event methods
+    (:meth:`handle`, :meth:`on_reply`, :meth:`on_send_error`, :meth:`persisted`,
+    :meth:`persist_failed`) and the heavy actions (:meth:`peel`, :meth:`mix`,
+    :meth:`deliver`)."""
+
+    role: Role
+    #: The request types (besides ``status``, ``challenge``, ``authenticate`` and
+    #: :meth:`extra_request`'s) this node's machine takes.
+    accepts: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        settings: NodeSettings,
+        store: NodeStore,
+        *,
+        clock: Callable[[], float] = time.time,
+        link: Link | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.link = link
+        self.metrics = NodeMetrics(settings.name, settings.hop, self.role.value)
+        self.writer: StoreWriter[Outcome] = StoreWriter(
+            store, self._committed, name=settings.name
+        )
+        self.server: Server | None = None
+        self.port: int | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self._pending: dict[int, asyncio.Future[Outcome]] = {}
+        self._challenges: dict[ServerConnection, bytes] = {}
+        self._peers: dict[ServerConnection, str] = {}
+        self._changed = asyncio.Event()
+        self._round_times: dict[int, dict[str, float]] = {}
+        self._stopping = False
+
+    # ------------------------------------------------------------------ machine hooks
+
+    def handle(self, frame: Frame) -> list[Action]:
+        """Feed a request frame to the machine (raises MixnetError to refuse it)."""
+        raise UnexpectedFrameType(f"{self.settings.name} does not handle this frame")
+
+    def on_reply(self, sent: Frame, reply: Frame) -> list[Action]:
+        raise NotImplementedError
+
+    def on_send_error(self, sent: Frame, error: MixnetError) -> list[Action]:
+        raise NotImplementedError
+
+    def persisted(self, token: object) -> list[Action]:
+        raise NotImplementedError
+
+    def persist_failed(self, token: object) -> list[Action]:
+        raise NotImplementedError
+
+    async def peel(self, action: Peel) -> list[Action]:
+        raise NotImplementedError
+
+    async def mix(self, action: Mix) -> list[Action]:
+        raise NotImplementedError
+
+    async def deliver(self, action: Deliver) -> list[Action]:
+        raise NotImplementedError
+
+    def published(self, round_id: int) -> None:
+        """Hook: a result was stored (sink)."""
+
+    def recover(self) -> list[Action]:
+        """Rebuild the machine from the store; return the actions that resume work."""
+        raise NotImplementedError
+
+    def round_statuses(self) -> dict[int, RoundStatus]:
+        """Every round the machine knows, with its status (for /status and metrics)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self, host: str, port: int) -> int:
+        """Recover from the store, start serving on ``host:port`` (0: any free port),
+        resume unfinished work; returns the bound port."""
+        actions = self.recover()
+        self.server = await serve(
+            self._serve_connection,
+            host,
+            port,
+            compression=None,
+            # Frames over twice the limit are dropped by the websocket layer (close 1009);
+            # frames between the limit and that get a frame-too-large error frame.
+            max_size=2 * self.settings.max_frame(),
+            process_request=self._process_request,
+            ping_interval=20,
+            ping_timeout=60,
+            max_queue=4,
+        )
+        sock = next(iter(self.server.sockets))
+        self.port = int(sock.getsockname()[1])
+        if actions:
+            self.spawn(self.execute(actions), "recovery")
+        self.after_start()
+        self._update_gauges()
+        log.info("%s listening on %s:%s", self.settings.name, host, self.port)
+        return self.port
+
+    def after_start(self) -> None:
+        """Hook: start background tasks (the entry mix's round timer)."""
+
+    async def stop(self) -> None:
+        """Stop serving and cancel background work (what is acknowledged is stored)."""
+        self._stopping = True
+        if self.server is not None:
+            self.server.close()
+        if self.link is not None:
+            await self.link.close()
+        for task in list(self.tasks):
+            task.cancel()
+        for task in list(self.tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        if self.server is not None:
+            await self.server.wait_closed()
+        await asyncio.to_thread(self.writer.close)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        """Run ``coro`` in the background; a failure is logged, never lost silently."""
+
+        def done(task: asyncio.Task[Any]) -> None:
+            self.tasks.discard(task)
+            if not task.cancelled() and task.exception() is not None and not self._stopping:
+                log.error(
+                    "%s: %s failed", self.settings.name, what, exc_info=task.exception()
+                )
+
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(done)
+        return task
+
+    # ------------------------------------------------------------------ carrying out actions
+
+    def emit(self, actions: Sequence[Action]) -> list[Action]:
+        """Take actions just returned by the machine: queue their writes at once (so writes
+        commit in emission order) and note round timings."""
+        for action in actions:
+            if isinstance(action, Persist):
+                self._pending[id(action)] = self.writer.submit(action)
+                self._note_writes(action)
+        self._changed.set()
+        return list(actions)
+
+    def _committed(self, persist: Persist, error: StoreError | None) -> Outcome:
+        """Writer callback, in commit order: tell the machine, queue what it returns."""
+        if persist.token is None:
+            if error is not None:
+                log.error("%s: a write failed: %s", self.settings.name, error)
+                return InternalError("the node could not store its state")
+            return []
+        try:
+            if error is None:
+                return self.emit(self.persisted(persist.token))
+            log.error("%s: a write failed: %s", self.settings.name, error)
+            return self.emit(self.persist_failed(persist.token))
+        except MixnetError as exc:
+            return exc
+
+    async def execute(
+        self, actions: Sequence[Action], reply: asyncio.Future[Frame] | None = None
+    ) -> None:
+        """Carry out ``actions`` (already emitted) in order, and what the machine returns
+        for their outcomes. A :class:`Reply` resolves ``reply``; a refusal by the machine
+        resolves it with the error (or is logged if the request was answered already)."""
+        queue = deque(actions)
+        try:
+            while queue:
+                action = queue.popleft()
+                more = await self._do(action, reply)
+                queue.extendleft(reversed(more))
+        except MixnetError as exc:
+            if reply is not None and not reply.done():
+                reply.set_exception(exc)
+            else:
+                log.warning("%s: %s", self.settings.name, exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("%s: internal error", self.settings.name)
+            if reply is not None and not reply.done():
+                reply.set_exception(InternalError("internal error; see the node's log"))
+            if not isinstance(exc, MixnetError):
+                return
+
+    async def _do(self, action: Action, reply: asyncio.Future[Frame] | None) -> list[Action]:
+        match action:
+            case Persist():
+                outcome = await self._pending.pop(id(action))
+                if isinstance(outcome, MixnetError):
+                    raise outcome
+                return outcome
+            case Send():
+                return await self._send(action.frame)
+            case Reply():
+                if reply is not None and not reply.done():
+                    reply.set_result(action.frame)
+                return []
+            case Peel():
+                return self.emit(await self.peel(action))
+            case Mix():
+                self.spawn(self._run_heavy(self.mix(action)), f"mixing round {action.round_id}")
+                return []
+            case Deliver():
+                self.spawn(
+                    self._run_heavy(self.deliver(action)), f"delivering round {action.round_id}"
+                )
+                return []
+            case Publish():
+                self.published(action.round_id)
+                return []
+        raise TypeError(f"unknown action {action!r}")  # pragma: no cover
+
+    async def _run_heavy(self, work: Coroutine[Any, Any, list[Action]]) -> None:
+        await self.execute(self.emit(await work))
+
+    async def _send(self, frame: Frame) -> list[Action]:
+        assert self.link is not None
+        try:
+            raw = await self.link.request(to_wire(frame))
+            reply = parse_reply(raw, self.settings.limits())
+        except MixnetError as exc:
+            if self._stopping:
+                raise
+            log.warning(
+                "%s: %s refused %s: %s",
+                self.settings.name,
+                self.settings.successor_url,
+                type(frame).__name__,
+                exc,
+            )
+            return self.emit(self.on_send_error(frame, exc))
+        return self.emit(self.on_reply(frame, reply))
+
+    # ------------------------------------------------------------------ metrics
+
+    def _note_writes(self, persist: Persist) -> None:
+        now = self.clock()
+        for write in persist.writes:
+            if isinstance(write, NewRound):
+                self._round_times.setdefault(write.round_id, {})["opened"] = now
+            elif isinstance(write, SetRound) and write.status is not None:
+                times = self._round_times.setdefault(write.round_id, {})
+                if write.status is RoundStatus.CLOSED:
+                    times["closed"] = now
+                elif write.status is RoundStatus.MIXED:
+                    times["mixed"] = now
+                elif write.status in TERMINAL:
+                    if write.status is RoundStatus.FORWARDED and "mixed" in times:
+                        times["forward_seconds"] = now - times["mixed"]
+                    self._finished(write.round_id, write.status, times, now)
+
+    def _finished(
+        self, round_id: int, status: RoundStatus, times: dict[str, float], now: float
+    ) -> None:
+        closed, opened = times.get("closed"), times.get("opened")
+        self.metrics.round_finished(
+            status.value,
+            messages=int(times.get("messages", 0)),
+            dropped=int(times.get("dropped", 0)),
+            hop_seconds=None if closed is None else now - closed,
+            round_seconds=None if opened is None else now - opened,
+        )
+        times["finished"] = now
+        self._round_times.pop(round_id - STATUS_HISTORY, None)
+        self._update_gauges()
+
+    def note(self, round_id: int, **values: float) -> None:
+        """Record per-round numbers shown in ``/status`` (messages, dropped, timings)."""
+        self._round_times.setdefault(round_id, {}).update(values)
+
+    def _update_gauges(self) -> None:
+        statuses = self.round_statuses()
+        self.metrics.set_open_rounds(sum(1 for s in statuses.values() if s not in TERMINAL))
+        self.metrics.set_queued(self.writer.pending)
+
+    # ------------------------------------------------------------------ websockets
+
+    async def _serve_connection(self, conn: ServerConnection) -> None:
+        try:
+            async for message in conn:
+                reply = await self._dispatch(conn, message)
+                await conn.send(encode_frame(reply))
+        except ConnectionClosed:
+            pass
+        finally:
+            self._challenges.pop(conn, None)
+            self._peers.pop(conn, None)
+
+    async def _dispatch(self, conn: ServerConnection, message: str | bytes) -> dict[str, object]:
+        self.metrics.frame()
+        try:
+            if not isinstance(message, bytes):
+                raise MalformedFrame("frames must be binary msgpack")
+            raw = decode_frame(message, max_size=self.settings.max_frame())
+            kind = get_str(raw, "type", max_length=32)
+            if kind == "status":
+                return {"type": "status", **self.status()}
+            if kind == "challenge":
+                return self._on_challenge(conn)
+            if kind == "authenticate":
+                return self._on_authenticate(conn, raw)
+            extra = self.extra_request(kind)
+            if extra is not None:
+                return await extra(raw)
+            if kind not in self.accepts:
+                raise UnexpectedFrameType(f"{self.settings.name} does not handle {kind!r}")
+            if kind in _PREDECESSOR_ONLY:
+                self._require_predecessor(conn)  # before looking inside the frame
+            frame = parse_request(kind, raw, self.settings.limits())
+            return await self._serve(frame)
+        except MixnetError as exc:
+            self.metrics.error(exc.code)
+            return error_frame(exc)
+        except Exception:
+            self.metrics.error(InternalError.code)
+            log.exception("%s: internal error", self.settings.name)
+            return error_frame(InternalError("internal error; see the node's log"))
+
+    def extra_request(
+        self, kind: str
+    ) -> Callable[[dict[str, object]], Coroutine[Any, Any, dict[str, object]]] | None:
+        """Hook: a handler for a frame type the machine does not take (e.g. ``get-round``,
+        ``subscribe``), or ``None``."""
+        return None
+
+    async def _serve(self, frame: Frame) -> dict[str, object]:
+        """Run the machine on a request and answer once it replies (the rest of the work
+        it started goes on in the background)."""
+        actions = self.emit(self.handle(frame))
+        reply: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        work = self.spawn(self.execute(actions, reply), f"serving {type(frame).__name__}")
+        await asyncio.wait({reply, work}, return_when=asyncio.FIRST_COMPLETED)
+        if not reply.done():
+            raise InternalError("the node gave no answer")
+        return to_wire(reply.result())
+
+    def _on_challenge(self, conn: ServerConnection) -> dict[str, object]:
+        nonce = secrets.token_bytes(CHALLENGE_LENGTH)
+        self._challenges[conn] = nonce
+        return {"type": "challenge", "nonce": nonce}
+
+    def _on_authenticate(self, conn: ServerConnection, raw: dict[str, object]) -> (
+        dict[str, object]
+    ):
+        node = get_str(raw, "node", max_length=MAX_NAME_LENGTH)
+        signature = get_bytes(raw, "signature")
+        nonce = self._challenges.pop(conn, None)
+        identity = self.settings.predecessor_identity
+        if nonce is None:
+            raise Unauthorized("ask for a challenge first")
+        if node != self.settings.predecessor or identity is None:
+            raise Unauthorized(f"{node!r} is not this node's predecessor")
+        verify_link_signature(
+            identity, signature, chain_id=self.settings.chain_id, node=node, challenge=nonce
+        )
+        self._peers[conn] = node
+        return {"type": "authenticated", "node": node}
+
+    def _require_predecessor(self, conn: ServerConnection) -> None:
+        if self.settings.predecessor_identity is None:
+            raise Unauthorized("this node has no predecessor identity configured")
+        if self._peers.get(conn) != self.settings.predecessor:
+            raise Unauthorized("only the predecessor may send this frame; authenticate first")
+
+    # ------------------------------------------------------------------ HTTP
+
+    def routes(self, path: str) -> tuple[int, object] | None:
+        """Hook for extra GET routes: return (status, JSON body) or None."""
+        return None
+
+    def status(self) -> dict[str, object]:
+        """What ``/status`` shows: the node, and its most recent rounds with timings."""
+        statuses = self.round_statuses()
+        recent = sorted(statuses)[-STATUS_HISTORY:]
+        return {
+            "chain": self.settings.chain_id,
+            "node": self.settings.name,
+            "hop": self.settings.hop,
+            "role": self.role.value,
+            "rounds": [
+                {"round": r, "status": statuses[r].value, **self._round_times.get(r, {})}
+                for r in recent
+            ],
+            "writer_commits": self.writer.commits,
+        }
+
+    def _process_request(self, conn: ServerConnection, request: Request) -> Response | None:
+        if "upgrade" in request.headers.get("Connection", "").lower():
+            return None
+        path = request.path.split("?", 1)[0]
+        if path == "/healthz":
+            log.debug("%s: health probe", self.settings.name)
+            return conn.respond(http.HTTPStatus.OK, "ok\n")
+        if path == "/status":
+            return _json_response(conn, 200, self.status())
+        if path == "/metrics":
+            self._update_gauges()
+            body, content_type = self.metrics.render()
+            response = conn.respond(http.HTTPStatus.OK, body.decode())
+            del response.headers["Content-Type"]
+            response.headers["Content-Type"] = content_type
+            return response
+        routed = self.routes(path)
+        if routed is not None:
+            return _json_response(conn, routed[0], routed[1])
+        return conn.respond(http.HTTPStatus.NOT_FOUND, "not found\n")
+
+
+def _json_response(conn: ServerConnection, status: int, body: object) -> Response:
+    response = conn.respond(http.HTTPStatus(status), json.dumps(body, indent=2) + "\n")
+    del response.headers["Content-Type"]
+    response.headers["Content-Type"] = "application/json"
+    return response

@@ -1,0 +1,114 @@
+"""A node's place in the chain, derived from the chain configuration (nothing else builds it).
+
+:func:`node_settings` turns a :class:`~mixnet.chain.ChainConfig`, a node name and the
+application's message shape (how many payloads make one submission, and their length) into
+:class:`NodeSettings`: hop, predecessor and its identity, successor URL, the round policy.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from nacl.signing import VerifyKey
+
+from mixnet.chain import ChainConfig, ChainConfigError
+from mixnet.core.policy import RoundPolicy
+from mixnet.frames import FrameLimits
+from mixnet.onion import onion_length
+
+__all__ = ["FRAME_SLACK", "NodeSettings", "node_settings"]
+
+#: Bytes of frame overhead allowed on top of the payload bytes a frame carries.
+FRAME_SLACK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """What a node needs to know about its place in the chain.
+
+    ``hop`` is the node's index (0 .. hops−1 for mixes, ``hops`` for the sink);
+    ``payload_length`` is the length in bytes of the plaintext payload at the end of the
+    chain; ``messages`` the number of onions in one client submission; ``workers`` the
+    threads that peel.
+    """
+
+    chain_id: str
+    name: str
+    hop: int
+    hops: int
+    predecessor: str | None
+    predecessor_identity: VerifyKey | None
+    successor_url: str | None
+    messages: int
+    payload_length: int
+    policy: RoundPolicy
+    workers: int = max(2, os.cpu_count() or 2)
+
+    @property
+    def is_sink(self) -> bool:
+        return self.hop == self.hops
+
+    def item_length_in(self) -> int:
+        """Length of each item this node receives (an onion with ``hops - hop`` layers)."""
+        return onion_length(self.payload_length, self.hops - self.hop)
+
+    def item_length_out(self) -> int:
+        """Length of each item this node sends on."""
+        return onion_length(self.payload_length, max(0, self.hops - self.hop - 1))
+
+    def max_frame(self) -> int:
+        """Largest frame this node accepts, in bytes."""
+        items = self.messages if self.hop == 0 else self.policy.chunk_size
+        return items * (self.item_length_in() + 8) + FRAME_SLACK
+
+    def successor_max_frame(self) -> int:
+        """Largest reply or frame expected over the link to the successor, in bytes."""
+        return self.policy.chunk_size * (self.item_length_out() + 8) + FRAME_SLACK
+
+    def limits(self) -> FrameLimits:
+        """What incoming requests and the successor's replies may hold."""
+        return FrameLimits(
+            chain_id=self.chain_id,
+            messages=self.messages,
+            onion_length=self.item_length_in(),
+            item_length=self.item_length_in(),
+            chunk_items=self.policy.chunk_size,
+            announcements=self.hops,
+        )
+
+
+def node_settings(
+    config: ChainConfig, name: str, *, messages: int, payload_length: int
+) -> NodeSettings:
+    """The settings of node ``name`` in ``config`` for payloads of ``payload_length`` bytes,
+    ``messages`` per submission.
+
+    :raises ChainConfigError: ``name`` is not a node of the chain (field ``name``).
+    :raises ValueError: ``messages < 1`` or ``payload_length < 1``.
+    """
+    if messages < 1 or payload_length < 1:
+        raise ValueError("messages and payload_length must be >= 1")
+    mixes = config.mixes
+    names = [m.name for m in mixes] + [config.analyzer.name]
+    if name not in names:
+        raise ChainConfigError(
+            f"no node named {name!r} in the chain (nodes: {', '.join(names)})", field="name"
+        )
+    hop = names.index(name)
+    hops = len(mixes)
+    successor = None
+    if hop < hops:
+        successor = mixes[hop + 1].url if hop + 1 < hops else config.analyzer.url
+    return NodeSettings(
+        chain_id=config.chain_id,
+        name=name,
+        hop=hop,
+        hops=hops,
+        predecessor=None if hop == 0 else names[hop - 1],
+        predecessor_identity=None if hop == 0 else mixes[hop - 1].identity,
+        successor_url=successor,
+        messages=messages,
+        payload_length=payload_length,
+        policy=config.policy,
+    )

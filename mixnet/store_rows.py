@@ -1,0 +1,534 @@
+"""How :mod:`mixnet.store` lays out its tables, turns writes into SQL and rows into records.
+
+:data:`SCHEMA` is the tables; the rest is two halves, both free of I/O:
+
+* **Writes → statements.** :func:`statements` checks one :data:`~mixnet.core.records.Write`
+  (``TypeError``/``ValueError`` for a value a correct caller never passes: a negative id, a
+  secret key of the wrong length, payloads of unequal length, a result JSON cannot hold, ...)
+  and returns the :class:`Statement` list that applies it, each with the message of the
+  :class:`~mixnet.store.StoreError` to report when the database refuses it.
+* **Rows → records.** The ``*_from_row`` functions rebuild records and raise
+  :class:`CorruptRow` for anything the database holds that this module never writes (a wrong
+  column type, an unknown status, a payload blob whose length does not match, ...);
+  :class:`~mixnet.store.NodeStore` reports it as a ``StoreError``.
+
+A payload list is one blob (the concatenation of equal-length items) with its item length
+and count. Announcements are one msgpack blob: a list of ``[chain_id, node, round_id,
+public_key, signature]``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import msgpack
+
+from mixnet.core.records import (
+    AckOutbound,
+    AddChunk,
+    AddSubmission,
+    Chunk,
+    DropIntake,
+    DropOutbound,
+    EraseKey,
+    ForgetReceipts,
+    NewRound,
+    OutboundBatch,
+    OutboundChunk,
+    PutOutbound,
+    PutResult,
+    RoundRecord,
+    SetRound,
+    Submission,
+    Write,
+)
+from mixnet.core.status import RoundStatus
+from mixnet.errors import MixnetError
+from mixnet.keys import RoundKeyAnnouncement
+
+#: Bytes of a round's X25519 secret key.
+SECRET_KEY_LENGTH = 32
+#: Writes after which the store checkpoints the WAL: they delete what must not linger on disk.
+ERASING = (EraseKey, DropIntake, ForgetReceipts)
+
+_MAX_ID = 1 << 63
+_STATUSES = {status.value: status for status in RoundStatus}
+
+Row = tuple[object, ...]
+T = TypeVar("T")
+
+
+#: The tables of schema version 2 (:data:`mixnet.store.SCHEMA_VERSION`).
+SCHEMA = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE rounds (
+    round_id      INTEGER PRIMARY KEY,
+    status        TEXT NOT NULL,
+    opened_at     REAL NOT NULL,
+    deadline      REAL,
+    clients       INTEGER,
+    secret_key    BLOB,
+    announcements BLOB NOT NULL
+);
+CREATE TABLE submissions (
+    id          INTEGER PRIMARY KEY,
+    round_id    INTEGER NOT NULL REFERENCES rounds (round_id),
+    client      TEXT NOT NULL,
+    digest      BLOB NOT NULL,
+    item_length INTEGER NOT NULL,
+    item_count  INTEGER NOT NULL,
+    payloads    BLOB NOT NULL,
+    UNIQUE (round_id, client)
+);
+CREATE TABLE receipts (
+    round_id INTEGER NOT NULL REFERENCES rounds (round_id),
+    client   TEXT NOT NULL,
+    digest   BLOB NOT NULL,
+    PRIMARY KEY (round_id, client)
+);
+CREATE TABLE chunks (
+    round_id    INTEGER NOT NULL REFERENCES rounds (round_id),
+    sender      TEXT NOT NULL,
+    idx         INTEGER NOT NULL,
+    chunks      INTEGER NOT NULL,
+    clients     INTEGER NOT NULL,
+    count       INTEGER NOT NULL,
+    dropped     INTEGER NOT NULL,
+    item_length INTEGER NOT NULL,
+    item_count  INTEGER NOT NULL,
+    payloads    BLOB NOT NULL,
+    PRIMARY KEY (round_id, sender, idx)
+);
+CREATE TABLE outbound (
+    round_id INTEGER PRIMARY KEY REFERENCES rounds (round_id),
+    clients  INTEGER NOT NULL,
+    count    INTEGER NOT NULL
+);
+CREATE TABLE outbound_chunks (
+    round_id    INTEGER NOT NULL REFERENCES outbound (round_id) ON DELETE CASCADE,
+    idx         INTEGER NOT NULL,
+    item_length INTEGER NOT NULL,
+    item_count  INTEGER NOT NULL,
+    payloads    BLOB NOT NULL,
+    acked       INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (round_id, idx)
+);
+CREATE TABLE results (
+    round_id INTEGER PRIMARY KEY REFERENCES rounds (round_id),
+    result   TEXT NOT NULL
+);
+"""
+
+
+class CorruptRow(Exception):
+    """A stored row is not one this module writes (the store reports a ``StoreError``)."""
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One SQL statement of a write, and how to report the database refusing it.
+
+    ``rows`` (for ``executemany``) replaces ``params`` when not ``None``. ``duplicate`` is the
+    message when a UNIQUE or PRIMARY KEY constraint fails; ``missing`` the message when the
+    round a row refers to does not exist (a FOREIGN KEY constraint fails) or, with
+    ``need_row``, when the statement changed no row.
+    """
+
+    sql: str
+    params: Row = ()
+    rows: tuple[Row, ...] | None = None
+    duplicate: str = "the row already exists"
+    missing: str = "the round does not exist"
+    need_row: bool = False
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def check_int(value: object, what: str, *, low: int = 0, high: int = _MAX_ID) -> int:
+    """Return ``value`` if it is an int (not a bool) in ``[low, high)``.
+
+    :raises TypeError: not an int. :raises ValueError: out of range.
+    """
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not low <= value < high:
+        raise ValueError(f"{what} must be in [{low}, {high}), got {value}")
+    return value
+
+
+def check_name(value: object, what: str) -> str:
+    """Return ``value`` if it is a non-empty str without NUL that encodes as UTF-8.
+
+    :raises TypeError: not a str. :raises ValueError: empty, NUL or not encodable.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if not value or "\x00" in value:
+        raise ValueError(f"{what} must be non-empty and contain no NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} must be encodable as UTF-8") from None
+    return value
+
+
+def _check_time(value: object, what: str) -> float:
+    """Return ``value`` as a float if it is a finite int or float (unix seconds)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise TypeError(f"{what} must be a float, not {type(value).__name__}")
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"{what} must be finite")
+    return result
+
+
+def _check_bytes(value: object, what: str) -> bytes:
+    if not isinstance(value, bytes):
+        raise TypeError(f"{what} must be bytes, not {type(value).__name__}")
+    return value
+
+
+def check_sequence(value: object, what: str) -> Sequence[object]:
+    """Return ``value`` if it is a sequence other than a str or bytes-like (else TypeError)."""
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray | memoryview):
+        raise TypeError(f"{what} must be a sequence, not {type(value).__name__}")
+    return value
+
+
+def _pack(payloads: object, what: str = "payloads") -> tuple[bytes, int, int]:
+    """Return ``(blob, item_length, item_count)`` for a sequence of equal-length bytes.
+
+    An empty sequence packs to ``(b"", 0, 0)``. :raises TypeError: not a sequence of bytes.
+    :raises ValueError: the lengths differ.
+    """
+    items = check_sequence(payloads, what)
+    if not all(isinstance(item, bytes) for item in items):
+        raise TypeError(f"every item of {what} must be bytes")
+    blobs: Sequence[bytes] = items  # type: ignore[assignment]  # checked just above
+    if not blobs:
+        return b"", 0, 0
+    length = len(blobs[0])
+    if any(len(item) != length for item in blobs):
+        raise ValueError(f"all items of {what} must have the same length")
+    return b"".join(blobs), length, len(blobs)
+
+
+def _pack_announcements(value: object) -> bytes:
+    """Return the msgpack blob of a sequence of :class:`RoundKeyAnnouncement` (else TypeError)."""
+    items = check_sequence(value, "announcements")
+    rows = []
+    for item in items:
+        if not isinstance(item, RoundKeyAnnouncement):
+            raise TypeError(f"announcements must be RoundKeyAnnouncement, not {type(item)}")
+        rows.append([item.chain_id, item.node, item.round_id, item.public_key, item.signature])
+    packed: bytes = msgpack.packb(rows, use_bin_type=True)
+    return packed
+
+
+def _check_json(value: object, depth: int = 0) -> None:
+    """Raise ``TypeError`` unless ``value`` is JSON-able with str keys at every level."""
+    if depth > 100:
+        raise ValueError("result is nested too deeply")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"result keys must be str, not {type(key).__name__}")
+            _check_json(item, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_json(item, depth + 1)
+    elif value is not None and not isinstance(value, str | int | float):
+        raise TypeError(f"a result cannot hold {type(value).__name__}")
+
+
+def _encode_result(result: object) -> str:
+    """Return the JSON text of a result mapping (tuples become lists).
+
+    :raises TypeError: not a mapping, a non-str key at any level, a value JSON cannot hold.
+    :raises ValueError: NaN or an infinite float.
+    """
+    if not isinstance(result, Mapping):
+        raise TypeError(f"result must be a mapping, not {type(result).__name__}")
+    _check_json(result)
+    return json.dumps(dict(result), allow_nan=False, separators=(",", ":"))
+
+
+# --------------------------------------------------------------------------- writes
+
+
+def statements(write: Write) -> tuple[Statement, ...]:
+    """Check ``write`` and return the statements that apply it, in order.
+
+    :raises TypeError: not a write, or a field of the wrong type.
+    :raises ValueError: a field out of range (see the module docstring).
+    """
+    if not isinstance(write, Write):
+        raise TypeError(f"not a write: {type(write).__name__}")
+    r = check_int(write.round_id, "round_id")
+    missing = f"round {r} does not exist"
+    match write:
+        case NewRound():
+            key = write.secret_key
+            if key is not None and len(_check_bytes(key, "secret_key")) != SECRET_KEY_LENGTH:
+                raise ValueError(f"secret_key must be {SECRET_KEY_LENGTH} bytes")
+            row = (
+                r,
+                _status(write.status),
+                _check_time(write.opened_at, "opened_at"),
+                key,
+                _pack_announcements(write.announcements),
+            )
+            sql = (
+                "INSERT INTO rounds (round_id, status, opened_at, secret_key, announcements)"
+                " VALUES (?, ?, ?, ?, ?)"
+            )
+            return (Statement(sql, row, duplicate=f"round {r} already exists"),)
+        case SetRound():
+            changes = (
+                None if write.status is None else _status(write.status),
+                None if write.clients is None else check_int(write.clients, "clients"),
+                None if write.deadline is None else _check_time(write.deadline, "deadline"),
+                None if write.announcements is None else _pack_announcements(write.announcements),
+                r,
+            )
+            sql = (
+                "UPDATE rounds SET status = coalesce(?, status), clients = coalesce(?, clients),"
+                " deadline = coalesce(?, deadline),"
+                " announcements = coalesce(?, announcements) WHERE round_id = ?"
+            )
+            return (Statement(sql, changes, missing=missing, need_row=True),)
+        case EraseKey():
+            sql = "UPDATE rounds SET secret_key = NULL WHERE round_id = ?"
+            return (Statement(sql, (r,), missing=missing, need_row=True),)
+        case AddSubmission():
+            return _add_submission(r, write.submission, missing)
+        case AddChunk():
+            return _add_chunk(r, write.chunk, missing)
+        case DropIntake():
+            return (
+                Statement("DELETE FROM submissions WHERE round_id = ?", (r,)),
+                Statement("DELETE FROM chunks WHERE round_id = ?", (r,)),
+            )
+        case ForgetReceipts():
+            return (Statement("DELETE FROM receipts WHERE round_id = ?", (r,)),)
+        case PutOutbound():
+            return _put_outbound(r, write, missing)
+        case AckOutbound():
+            index = check_int(write.index, "index")
+            sql = "UPDATE outbound_chunks SET acked = 1 WHERE round_id = ? AND idx = ?"
+            return (
+                Statement(
+                    sql,
+                    (r, index),
+                    missing=f"round {r} has no outbound chunk {index}",
+                    need_row=True,
+                ),
+            )
+        case DropOutbound():
+            return (
+                Statement("DELETE FROM outbound_chunks WHERE round_id = ?", (r,)),
+                Statement("DELETE FROM outbound WHERE round_id = ?", (r,)),
+            )
+        case PutResult():
+            sql = (
+                "INSERT INTO results (round_id, result) VALUES (?, ?)"
+                " ON CONFLICT (round_id) DO UPDATE SET result = excluded.result"
+            )
+            return (Statement(sql, (r, _encode_result(write.result)), missing=missing),)
+    raise TypeError(f"not a write: {type(write).__name__}")
+
+
+def _status(value: object) -> str:
+    if not isinstance(value, RoundStatus):
+        raise TypeError(f"status must be a RoundStatus, not {type(value).__name__}")
+    return value.value
+
+
+def _add_submission(r: int, item: object, missing: str) -> tuple[Statement, ...]:
+    if not isinstance(item, Submission):
+        raise TypeError(f"submission must be a Submission, not {type(item).__name__}")
+    client = check_name(item.client, "client")
+    digest = _check_bytes(item.digest, "digest")
+    blob, length, count = _pack(item.payloads)
+    duplicate = f"the client already has a submission in round {r}"
+    return (
+        Statement(
+            "INSERT INTO receipts (round_id, client, digest) VALUES (?, ?, ?)",
+            (r, client, digest),
+            duplicate=duplicate,
+            missing=missing,
+        ),
+        Statement(
+            "INSERT INTO submissions (round_id, client, digest, item_length, item_count,"
+            " payloads) VALUES (?, ?, ?, ?, ?, ?)",
+            (r, client, digest, length, count, blob),
+            duplicate=duplicate,
+            missing=missing,
+        ),
+    )
+
+
+def _add_chunk(r: int, chunk: object, missing: str) -> tuple[Statement, ...]:
+    if not isinstance(chunk, Chunk):
+        raise TypeError(f"chunk must be a Chunk, not {type(chunk).__name__}")
+    chunks = check_int(chunk.chunks, "chunks", low=1)
+    row = (
+        r,
+        check_name(chunk.sender, "sender"),
+        check_int(chunk.index, "index", high=chunks),
+        chunks,
+        check_int(chunk.clients, "clients"),
+        check_int(chunk.count, "count"),
+        check_int(chunk.dropped, "dropped"),
+        *_pack(chunk.payloads),
+    )
+    sql = (
+        "INSERT INTO chunks (round_id, sender, idx, chunks, clients, count, dropped, payloads,"
+        " item_length, item_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (round_id, sender, idx) DO NOTHING"
+    )
+    return (Statement(sql, row, missing=missing),)
+
+
+def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, ...]:
+    batch = write.batch
+    if not isinstance(batch, OutboundBatch):
+        raise TypeError(f"batch must be an OutboundBatch, not {type(batch).__name__}")
+    clients = check_int(batch.clients, "clients")
+    count = check_int(batch.count, "count")
+    rows: list[Row] = []
+    lengths: set[int] = set()
+    total = 0
+    for i, part in enumerate(check_sequence(batch.chunks, "chunks")):
+        if not isinstance(part, OutboundChunk):
+            raise TypeError(f"chunks must be OutboundChunk, not {type(part).__name__}")
+        if part.index != i or part.acked is not False:
+            raise ValueError("outbound chunks must be indexed 0, 1, ... and not acknowledged")
+        blob, length, items = _pack(part.payloads, f"chunks[{i}].payloads")
+        if items:
+            lengths.add(length)
+        total += items
+        rows.append((r, i, blob, length, items))
+    if len(lengths) > 1:
+        raise ValueError("all payloads of an outbound batch must have the same length")
+    if total != count:
+        raise ValueError("count must equal the number of payloads in the chunks")
+    return (
+        Statement(
+            "INSERT INTO outbound (round_id, clients, count) VALUES (?, ?, ?)",
+            (r, clients, count),
+            duplicate=f"round {r} already has an outbound batch",
+            missing=missing,
+        ),
+        Statement(
+            "INSERT INTO outbound_chunks (round_id, idx, payloads, item_length, item_count)"
+            " VALUES (?, ?, ?, ?, ?)",
+            rows=tuple(rows),
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def stored_int(value: object) -> int:
+    """Return a stored integer column. :raises CorruptRow: it is not an int."""
+    if not isinstance(value, int):
+        raise CorruptRow("integer expected")
+    return value
+
+
+def unpack(blob: object, item_length: object, item_count: object) -> tuple[bytes, ...]:
+    """Split a stored blob into ``item_count`` items of ``item_length`` bytes.
+
+    :raises CorruptRow: wrong types, negative numbers or ``len(blob) != length * count``.
+    """
+    if not (
+        isinstance(blob, bytes)
+        and isinstance(item_length, int)
+        and isinstance(item_count, int)
+        and item_length >= 0
+        and item_count >= 0
+        and len(blob) == item_length * item_count
+    ):
+        raise CorruptRow("a payload list's blob length does not match")
+    if item_length == 0:
+        return (b"",) * item_count
+    return tuple(blob[i : i + item_length] for i in range(0, len(blob), item_length))
+
+
+def _announcements(blob: object) -> tuple[RoundKeyAnnouncement, ...]:
+    try:
+        rows = msgpack.unpackb(_as(bytes, blob), raw=False)
+        return tuple(RoundKeyAnnouncement(*row) for row in rows)
+    except (ValueError, TypeError, msgpack.UnpackException, MixnetError):
+        raise CorruptRow("announcements are unreadable") from None
+
+
+def _as(kind: type[T], value: object) -> T:
+    """Return ``value`` if it is a ``kind``. :raises CorruptRow: it is not."""
+    if not isinstance(value, kind):
+        raise CorruptRow(f"{kind.__name__} expected")
+    return value
+
+
+def _opt(kind: type[T], value: object) -> T | None:
+    """Return ``value`` if it is ``None`` or a ``kind``. :raises CorruptRow: it is not."""
+    return None if value is None else _as(kind, value)
+
+
+def round_from_row(row: Row) -> RoundRecord:
+    """Rebuild a round from ``(round_id, status, opened_at, deadline, clients, secret_key,
+    announcements)``. :raises CorruptRow: see the module docstring."""
+    round_id, status, opened_at, deadline, clients, secret_key, announcements = row
+    if not isinstance(status, str) or status not in _STATUSES:
+        raise CorruptRow("unknown round status")
+    return RoundRecord(
+        round_id=stored_int(round_id),
+        status=_STATUSES[status],
+        opened_at=_as(float, opened_at),
+        deadline=_opt(float, deadline),
+        clients=None if clients is None else stored_int(clients),
+        secret_key=_opt(bytes, secret_key),
+        announcements=_announcements(announcements),
+    )
+
+
+def submission_from_row(row: Row) -> Submission:
+    """Rebuild ``(client, digest, item_length, item_count, payloads)``."""
+    client, digest, length, count, blob = row
+    return Submission(_as(str, client), _as(bytes, digest), unpack(blob, length, count))
+
+
+def chunk_from_row(row: Row) -> Chunk:
+    """Rebuild ``(sender, idx, chunks, clients, count, dropped, item_length, item_count,
+    payloads)``."""
+    sender, index, chunks, clients, count, dropped, length, items, blob = row
+    return Chunk(
+        _as(str, sender),
+        stored_int(index),
+        stored_int(chunks),
+        stored_int(clients),
+        stored_int(count),
+        stored_int(dropped),
+        unpack(blob, length, items),
+    )
+
+
+def result_from_text(text: object) -> dict[str, object]:
+    """Decode a stored result. :raises CorruptRow: not JSON text of an object."""
+    try:
+        value = json.loads(_as(str, text))
+    except ValueError:
+        raise CorruptRow("a result is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise CorruptRow("a result is not a JSON object")
+    return value

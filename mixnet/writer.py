@@ -1,0 +1,112 @@
+"""The node's store writer: every write off the event loop, in the order it was asked for.
+
+The round machines rely on one ordering rule (see :mod:`mixnet.core.actions`): writes commit
+in the order the machine emitted them, and the machine hears of each commit in that order.
+:class:`StoreWriter` keeps it: :meth:`StoreWriter.submit` queues a
+:class:`~mixnet.core.actions.Persist` the moment the machine returns it; one writer thread
+applies everything queued so far as one group commit (:meth:`NodeStore.apply`, one
+transaction with a savepoint per write group); back on the event loop, ``on_commit`` is called
+for each item in queue order, and its outcome resolves the item's future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Generic, TypeVar
+
+from mixnet.core.actions import Persist
+from mixnet.errors import InternalError
+from mixnet.store import NodeStore, StoreError
+
+__all__ = ["StoreWriter"]
+
+log = logging.getLogger("mixnet")
+
+T = TypeVar("T")
+
+
+class StoreWriter(Generic[T]):
+    """Applies :class:`Persist` actions to ``store`` in submission order.
+
+    ``on_commit(persist, error)`` runs on the event loop for every item, in submission
+    order, right after its group commit (``error`` is the item's :class:`StoreError`, or
+    ``None`` when it committed); its return value (or the exception it raises) becomes the
+    result of the future :meth:`submit` returned. Use from one event loop only.
+    """
+
+    def __init__(
+        self,
+        store: NodeStore,
+        on_commit: Callable[[Persist, StoreError | None], T],
+        *,
+        name: str = "store",
+    ) -> None:
+        self.store = store
+        self.on_commit = on_commit
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-writer")
+        self._queue: list[tuple[Persist, asyncio.Future[T]]] = []
+        self._flushing = False
+        self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
+        self.commits = 0
+
+    def submit(self, persist: Persist) -> asyncio.Future[T]:
+        """Queue ``persist``; the future resolves after its commit (see the class)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        if self._closed:
+            future.set_exception(InternalError("the node is stopping"))
+            return future
+        self._queue.append((persist, future))
+        if not self._flushing:
+            self._flushing = True
+            self._flusher = loop.create_task(self._flush())
+        return future
+
+    @property
+    def pending(self) -> int:
+        """Items queued and not yet committed."""
+        return len(self._queue)
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.sleep(0)  # let writes emitted together share one commit
+            while self._queue:
+                batch, self._queue = self._queue, []
+                groups = [p.writes for p, _ in batch]
+                try:
+                    errors = await loop.run_in_executor(self._pool, self.store.apply, groups)
+                except Exception as exc:  # the pool is shut down, or apply itself broke
+                    log.exception("store writer failed")
+                    errors = [StoreError(f"store failed: {exc}")] * len(batch)
+                self.commits += 1
+                for (persist, future), error in zip(batch, errors, strict=True):
+                    try:
+                        outcome = self.on_commit(persist, error)
+                    except BaseException as exc:
+                        if not future.done():
+                            future.set_exception(exc)
+                        continue
+                    if not future.done():
+                        future.set_result(outcome)
+        finally:
+            self._flushing = False
+
+    async def drain(self) -> None:
+        """Wait until everything queued so far is committed."""
+        while self._queue or self._flushing:
+            await asyncio.sleep(0.005)
+
+    def close(self) -> None:
+        """Refuse further writes and stop the thread (queued writes are dropped: a crash
+        at this moment would drop them too, and nothing unacknowledged is promised)."""
+        self._closed = True
+        for _, future in self._queue:
+            if not future.done():
+                future.set_exception(InternalError("the node is stopping"))
+        self._queue.clear()
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,211 @@
+"""A real chain over sockets, with no cloaknet: mixes, a trivial summing sink, the generic
+mixnet client. Every node has its own sqlite store; ports are 127.0.0.1:0."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import urllib.request
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from nacl.signing import SigningKey
+
+from mixnet.chain import ChainConfig, NodeInfo
+from mixnet.client import MixnetClient
+from mixnet.core.actions import DeliveredBatch
+from mixnet.core.policy import RoundPolicy
+from mixnet.mix import MixNode
+from mixnet.settings import node_settings
+from mixnet.sink import SinkNode
+from mixnet.store import NodeStore
+
+HOST = "127.0.0.1"
+WIDTH = 4
+
+
+class SumApp:
+    """The trivial application: payloads are 4-byte big-endian numbers; the result is their
+    sum and count."""
+
+    def __init__(self, messages: int) -> None:
+        self.messages = messages
+
+    def analyze(self, round_id: int, batch: DeliveredBatch) -> Mapping[str, object]:
+        ok = len(batch.payloads) == batch.clients * self.messages == batch.count
+        return {
+            "round": round_id,
+            "status": "ok" if ok else "error",
+            "clients": batch.clients,
+            "sum": sum(int.from_bytes(p, "big") for p in batch.payloads),
+        }
+
+    def aborted(self, round_id: int) -> Mapping[str, object]:
+        return {"round": round_id, "status": "aborted"}
+
+
+@dataclass
+class Chain:
+    config: ChainConfig
+    mixes: list[MixNode]
+    sink: SinkNode
+    identities: list[SigningKey]
+    stores: list[NodeStore]
+
+
+@contextlib.asynccontextmanager
+async def running_chain(
+    directory: Path, *, mixes: int, messages: int, policy: RoundPolicy
+) -> AsyncIterator[Chain]:
+    """Start the sink and the mixes (from the end backwards, so each knows its successor's
+    port); stop them all on exit."""
+    identities = [SigningKey.generate() for _ in range(mixes)]
+    names = [f"mix{i + 1}" for i in range(mixes)]
+    urls = {n: f"ws://{HOST}:{i + 1}" for i, n in enumerate([*names, "sink"])}
+    stores: list[NodeStore] = []
+    started: list[MixNode | SinkNode] = []
+
+    def config() -> ChainConfig:
+        return ChainConfig(
+            chain_id="t",
+            mixes=tuple(
+                NodeInfo(n, urls[n], identities[i].verify_key) for i, n in enumerate(names)
+            ),
+            analyzer=NodeInfo("sink", urls["sink"], None),
+            policy=policy,
+            sections={},
+        )
+
+    try:
+        store = NodeStore(directory / "sink.db")
+        stores.append(store)
+        settings = node_settings(config(), "sink", messages=messages, payload_length=WIDTH)
+        sink = SinkNode(settings, store, SumApp(messages))
+        urls["sink"] = f"ws://{HOST}:{await sink.start(HOST, 0)}"
+        started.append(sink)
+        nodes: list[MixNode] = []
+        for hop in range(mixes - 1, -1, -1):
+            store = NodeStore(directory / f"{names[hop]}.db")
+            stores.append(store)
+            settings = node_settings(config(), names[hop], messages=messages, payload_length=WIDTH)
+            mix = MixNode(settings, store, identities[hop])
+            urls[names[hop]] = f"ws://{HOST}:{await mix.start(HOST, 0)}"
+            started.append(mix)
+            nodes.insert(0, mix)
+        yield Chain(config(), nodes, sink, identities, stores)
+    finally:
+        for node in reversed(started):
+            await node.stop()
+        for store in stores:
+            store.close()
+
+
+def payloads(values: Sequence[int]) -> list[bytes]:
+    return [v.to_bytes(WIDTH, "big") for v in values]
+
+
+async def http_get(url: str) -> str:
+    """GET ``url`` in a thread (the nodes serve on this event loop)."""
+
+    def get() -> str:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return str(response.read().decode())
+
+    return await asyncio.to_thread(get)
+
+
+async def result(client: MixnetClient, round_id: int) -> dict[str, object]:
+    while True:
+        reply = await client.sink_request({"type": "subscribe", "round": round_id})
+        if reply["type"] == "result":
+            reply.pop("v", None)
+            return reply
+
+
+async def test_a_chain_of_mixes_and_a_sink_sums_exactly(tmp_path: Path) -> None:
+    policy = RoundPolicy(min_users=5, max_users=5, deadline_seconds=30.0, chunk_size=4)
+    async with running_chain(tmp_path, mixes=3, messages=3, policy=policy) as chain:
+        client = MixnetClient(
+            chain.config,
+            messages=3,
+            payload_length=WIDTH,
+            sink_url=chain.config.analyzer.url,
+            retry_for=20,
+        )
+        async with client:
+            values = [[i, 10 * i, 100 * i] for i in range(1, 6)]
+            receipts = await asyncio.gather(
+                *(client.submit(functools.partial(payloads, v)) for v in values)
+            )
+            rounds = {r.round_id for r in receipts}
+            assert len(rounds) == 1
+            out = await asyncio.wait_for(result(client, rounds.pop()), 30)
+        assert out["status"] == "ok"
+        assert out["clients"] == 5
+        assert out["sum"] == sum(map(sum, values))
+        status = json.loads(await http_get(f"http://{HOST}:{chain.mixes[0].port}/status"))
+        assert status["rounds"][0]["status"] == "forwarded"
+        metrics = await http_get(f"http://{HOST}:{chain.sink.port}/metrics")
+        assert 'mixnet_rounds_total{hop="3",node="sink",outcome="done"} 1.0' in metrics
+
+
+async def test_an_exact_retry_after_a_restart_of_the_entry_mix_is_counted_once(
+    tmp_path: Path,
+) -> None:
+    """The entry mix stores a submission, then restarts; the identical retry is
+    acknowledged again (its receipt survived) and the value is counted once."""
+    policy = RoundPolicy(min_users=2, max_users=2, deadline_seconds=30.0, chunk_size=4)
+    async with running_chain(tmp_path, mixes=2, messages=2, policy=policy) as chain:
+        client = MixnetClient(
+            chain.config, messages=2, payload_length=WIDTH, sink_url=chain.config.analyzer.url
+        )
+        async with client:
+            info = await client.current_round()
+            onions = client.wrap(payloads([7, 8]), info)
+            frame = {"type": "submit", "round": info.round_id, "client": "alice", "onions": onions}
+            first = await client._entry[0].request(frame)
+            assert first["type"] == "accepted"
+            entry = chain.mixes[0]
+            port = entry.port
+            assert port is not None
+            await entry.stop()
+            restarted = MixNode(entry.settings, entry.store, chain.identities[0])
+            await restarted.start(HOST, port)
+            chain.mixes[0] = restarted
+            again = await client._entry[0].request(frame)
+            assert again["type"] == "accepted"
+            await client.submit(lambda: payloads([1, 2]), client_id="bob")
+            out = await asyncio.wait_for(result(client, info.round_id), 30)
+        assert out == {
+            "type": "result", "round": info.round_id, "status": "ok", "clients": 2, "sum": 18
+        }
+
+
+@pytest.mark.parametrize("bad", ["text", "huge", "garbage"])
+async def test_bad_frames_get_typed_errors_and_the_node_keeps_serving(
+    tmp_path: Path, bad: str
+) -> None:
+    from websockets.asyncio.client import connect
+
+    from mixnet.wire import decode_frame, encode_frame
+
+    policy = RoundPolicy(min_users=1, max_users=1, deadline_seconds=30.0)
+    async with running_chain(tmp_path, mixes=1, messages=1, policy=policy) as chain:
+        url = chain.config.mixes[0].url
+        async with connect(url, max_size=None, compression=None) as ws:
+            messages: dict[str, str | bytes] = {
+                "text": "hello",
+                "huge": encode_frame({"type": "submit", "pad": b"x" * 70_000}),
+                "garbage": b"\xc1\xc1\xc1",
+            }
+            message = messages[bad]
+            await ws.send(message)
+            reply = decode_frame(await ws.recv(), max_size=1 << 20)  # type: ignore[arg-type]
+            assert reply["type"] == "error"
+            await ws.send(encode_frame({"type": "status"}))
+            ok = decode_frame(await ws.recv(), max_size=1 << 20)  # type: ignore[arg-type]
+            assert ok["type"] == "status"
