@@ -59,8 +59,12 @@ from mixnet.chain import (
 from mixnet.errors import KeyFileError
 from mixnet.keys import generate_identity, write_key_file
 
+#: The chain file's table for the node at the end of the chain, where the analyzer runs.
+SINK_TABLE = "analyzer"
+
 __all__ = [
     "CHAIN_PROTOCOLS",
+    "SINK_TABLE",
     "ChainFileError",
     "CloakChain",
     "chain_from_config",
@@ -140,7 +144,7 @@ def load_chain(path: str | os.PathLike[str]) -> CloakChain:
     (their reason kept), and parameters that do not fit ``[round]``.
     """
     try:
-        config = load_chain_config(path)
+        config = load_chain_config(path, sink_table=SINK_TABLE)
     except ChainConfigError as exc:
         raise _from_config_error(exc) from exc
     return chain_from_config(config, source=os.fspath(path))
@@ -188,7 +192,7 @@ def write_chain_file(
     table = dict(params) if isinstance(params, Mapping) else protocol_section(params, plan)
     sections = {**config.sections, "protocol": table}
     try:
-        complete = dataclasses.replace(config, sections=sections)
+        complete = dataclasses.replace(config, sections=sections, sink_table=SINK_TABLE)
     except ChainConfigError as exc:
         raise _from_config_error(exc) from exc
     chain_from_config(complete, source=source)

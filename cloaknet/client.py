@@ -144,7 +144,7 @@ class ChainClient:
             chain.config,
             messages=chain.messages,
             payload_length=chain.payload_length,
-            sink_url=chain.config.analyzer.url,
+            sink_url=chain.config.sink.url,
             connections=connections,
             retry_for=retry_for,
             workers=workers,

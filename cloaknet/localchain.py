@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cloaknet.analyzer_node import analyzer_node
-from cloaknet.chainfile import CloakChain
+from cloaknet.chainfile import SINK_TABLE, CloakChain
 from cloaknet.protocols import SummationProtocol
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 from mixnet.keys import generate_identity
@@ -93,9 +93,10 @@ async def local_chain(
                 NodeInfo(names[hop], url(hop), identities[hop].verify_key)
                 for hop in range(mixes)
             ),
-            analyzer=NodeInfo(names[mixes], url(mixes), None),
+            sink=NodeInfo(names[mixes], url(mixes), None),
             policy=policy,
             sections={},
+            sink_table=SINK_TABLE,
         )
 
     chain = CloakChain(config_with({}), protocol)

@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cloaknet.chainfile import CHAIN_PROTOCOLS, generate_node_keys, write_chain_file
+from cloaknet.chainfile import CHAIN_PROTOCOLS, SINK_TABLE, generate_node_keys, write_chain_file
 from cloaknet.client import connect
 from cloaknet.encoding import quantize
 from cloaknet.errors import ParameterError
@@ -168,9 +168,10 @@ def run_network_demo(
             mixes=tuple(
                 NodeInfo(n, f"ws://{HOST}:{p}", keys[n]) for n, p in zip(names, ports, strict=False)
             ),
-            analyzer=NodeInfo("analyzer", f"ws://{HOST}:{ports[-1]}", None),
+            sink=NodeInfo("analyzer", f"ws://{HOST}:{ports[-1]}", None),
             policy=policy,
             sections={},
+            sink_table=SINK_TABLE,
         )
         chain_path = directory / "chain.toml"
         write_chain_file(chain_path, config, table, chosen)

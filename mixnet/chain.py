@@ -10,10 +10,10 @@ A chain file is TOML::
     url = "ws://127.0.0.1:9001"      # ws:// or wss:// with host and port, nothing else
     identity = "<base64 Ed25519 public key>"   # required for every mix
 
-    [analyzer]
-    name = "analyzer"
+    [sink]                           # the application names this table (sink_table=...)
+    name = "sink"
     url = "ws://127.0.0.1:9100"
-    identity = "<base64>"            # optional for the analyzer
+    identity = "<base64>"            # optional for the sink
 
     [round]
     min_users = 100                  # >= 1
@@ -71,6 +71,7 @@ from mixnet.keys import parse_public_key, public_key_text
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_SINK_TABLE",
     "MAX_CHAIN_FILE_SIZE",
     "MAX_CHUNK_SIZE",
     "NAME_PATTERN",
@@ -93,7 +94,9 @@ __all__ = [
 #: Largest chain file read, in bytes.
 MAX_CHAIN_FILE_SIZE = 1 << 20
 #: Top-level tables this module interprets; every other table goes to ``sections``.
-RESERVED_SECTIONS: frozenset[str] = frozenset({"chain", "mix", "analyzer", "round"})
+RESERVED_SECTIONS: frozenset[str] = frozenset({"chain", "mix", "round"})
+#: The TOML table of the node at the end of the chain, unless the application names it.
+DEFAULT_SINK_TABLE = "sink"
 
 _CHAIN_KEYS = ("id",)
 _NODE_KEYS = ("name", "url", "identity")
@@ -153,7 +156,7 @@ class NodeInfo:
     """One node of the chain: its unique ``name``, its ``url`` and its Ed25519 ``identity``.
 
     ``url`` is kept exactly as written (see :func:`host_port`). ``identity`` is the node's
-    long-term public key; it may be ``None`` only for the analyzer (:class:`ChainConfig`
+    long-term public key; it may be ``None`` only for the sink (:class:`ChainConfig`
     enforces that). Construction validates every field and raises
     :class:`ChainConfigError` whose :attr:`~ChainConfigError.field` is the field's name.
     """
@@ -181,7 +184,7 @@ class NodeInfo:
         return host_port(self.url)
 
 
-def _frozen_sections(sections: object) -> Mapping[str, Any]:
+def _frozen_sections(sections: object, reserved: set[str]) -> Mapping[str, Any]:
     """Validate ``sections`` and return a read-only deep copy of it."""
     if not isinstance(sections, Mapping):
         raise ChainConfigError(
@@ -191,7 +194,7 @@ def _frozen_sections(sections: object) -> Mapping[str, Any]:
     for key, value in sections.items():
         if not isinstance(key, str):
             raise ChainConfigError(f"section names must be strings, got {show(key)}")
-        if key in RESERVED_SECTIONS:
+        if key in reserved:
             raise ChainConfigError("is not an extra section but part of the chain", field=key)
         if not isinstance(value, Mapping):
             raise ChainConfigError(f"expected a table, got {type_name(value)}", field=key)
@@ -201,23 +204,26 @@ def _frozen_sections(sections: object) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class ChainConfig:
-    """A whole chain: its id, the mixes in order, the analyzer, the round policy, and the
-    other top-level tables of the chain file (``sections``, e.g. ``"protocol"``), untouched.
+    """A whole chain: its id, the mixes in order, the sink (the node after the last mix,
+    where the application runs), the round policy, and the other top-level tables of the
+    chain file (``sections``, e.g. ``"protocol"``), untouched. ``sink_table`` is the TOML
+    name of the sink's table (the application chooses it).
 
     Invariants (checked at construction, :class:`ChainConfigError` with the TOML field path
     otherwise): ``chain_id`` is a valid name; there is at least one mix; every mix has an
-    identity key; node names are unique across mixes and analyzer; no two nodes share a
-    host and port; ``sections`` maps str names other than ``chain``, ``mix``, ``analyzer``
-    and ``round`` to tables. ``mixes`` is stored as a tuple and ``sections`` as a read-only
+    identity key; node names are unique across mixes and sink; no two nodes share a
+    host and port; ``sections`` maps str names other than ``chain``, ``mix``, ``round`` and
+    ``sink_table`` to tables. ``mixes`` is stored as a tuple and ``sections`` as a read-only
     deep copy (the nested tables are plain dicts: do not mutate them). Instances compare by
     value; the hash leaves ``sections`` out.
     """
 
     chain_id: str
     mixes: tuple[NodeInfo, ...]
-    analyzer: NodeInfo
+    sink: NodeInfo
     policy: RoundPolicy
     sections: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    sink_table: str = DEFAULT_SINK_TABLE
 
     def __post_init__(self) -> None:
         problem = name_problem(self.chain_id)
@@ -239,16 +245,22 @@ class ChainConfig:
                     "missing (every mix needs its Ed25519 public key)",
                     field=f"mix[{index}].identity",
                 )
-        if not isinstance(self.analyzer, NodeInfo):
+        problem = name_problem(self.sink_table)
+        if problem is not None or self.sink_table in RESERVED_SECTIONS:
             raise ChainConfigError(
-                f"expected a NodeInfo, got {type(self.analyzer).__name__}", field="analyzer"
+                problem or "is the name of another table", field="sink_table"
+            )
+        if not isinstance(self.sink, NodeInfo):
+            raise ChainConfigError(
+                f"expected a NodeInfo, got {type(self.sink).__name__}", field=self.sink_table
             )
         if not isinstance(self.policy, RoundPolicy):
             raise ChainConfigError(
                 f"expected a RoundPolicy, got {type(self.policy).__name__}", field="round"
             )
         self._check_unique()
-        object.__setattr__(self, "sections", _frozen_sections(self.sections))
+        reserved = {*RESERVED_SECTIONS, self.sink_table}
+        object.__setattr__(self, "sections", _frozen_sections(self.sections, reserved))
 
     def _check_unique(self) -> None:
         """Raise :class:`ChainConfigError` if two nodes share a name or a host and port."""
@@ -270,15 +282,15 @@ class ChainConfig:
             endpoints[endpoint] = path
 
     def _paths(self) -> list[tuple[str, NodeInfo]]:
-        """Every node with its TOML path (``mix[i]`` or ``analyzer``), in chain order."""
+        """Every node with its TOML path (``mix[i]`` or the sink's table), in chain order."""
         paths = [(f"mix[{index}]", mix) for index, mix in enumerate(self.mixes)]
-        paths.append(("analyzer", self.analyzer))
+        paths.append((self.sink_table, self.sink))
         return paths
 
     @property
     def nodes(self) -> tuple[NodeInfo, ...]:
-        """All nodes in chain order: the mixes, then the analyzer."""
-        return (*self.mixes, self.analyzer)
+        """All nodes in chain order: the mixes, then the sink."""
+        return (*self.mixes, self.sink)
 
     def node(self, name: str) -> NodeInfo:
         """The node called ``name``; :class:`ChainConfigError` if there is none."""
@@ -286,7 +298,7 @@ class ChainConfig:
 
     def hop_of(self, name: str) -> int:
         """The position of node ``name``: its index among the mixes (0 for the entry mix),
-        or ``len(mixes)`` for the analyzer. :class:`ChainConfigError` if unknown."""
+        or ``len(mixes)`` for the sink. :class:`ChainConfigError` if unknown."""
         for index, node in enumerate(self.nodes):
             if node.name == name:
                 return index
@@ -294,8 +306,8 @@ class ChainConfig:
         raise ChainConfigError(f"unknown node {show(name)}; the chain has: {known}")
 
     def successor(self, name: str) -> NodeInfo | None:
-        """The node after ``name`` (the analyzer after the last mix), or ``None`` after the
-        analyzer. :class:`ChainConfigError` if ``name`` is unknown."""
+        """The node after ``name`` (the sink after the last mix), or ``None`` after the
+        sink. :class:`ChainConfigError` if ``name`` is unknown."""
         hop = self.hop_of(name)
         nodes = self.nodes
         return nodes[hop + 1] if hop + 1 < len(nodes) else None
@@ -304,8 +316,11 @@ class ChainConfig:
 # --------------------------------------------------------------------------- parsing
 
 
-def load_chain_config(path: str | os.PathLike[str]) -> ChainConfig:
-    """Read and validate the chain file at ``path`` (see the module docstring).
+def load_chain_config(
+    path: str | os.PathLike[str], *, sink_table: str = DEFAULT_SINK_TABLE
+) -> ChainConfig:
+    """Read and validate the chain file at ``path`` (see the module docstring); the sink's
+    table is ``[<sink_table>]``.
 
     Raises :class:`ChainConfigError` with a one-line message starting with ``path`` if the
     file cannot be read, is larger than :data:`MAX_CHAIN_FILE_SIZE` bytes, is not UTF-8,
@@ -330,14 +345,16 @@ def load_chain_config(path: str | os.PathLike[str]) -> ChainConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ChainConfigError(f"invalid TOML: {exc}", source=source) from None
-    return parse_chain_config(data, source=source)
+    return parse_chain_config(data, source=source, sink_table=sink_table)
 
 
-def parse_chain_config(data: Mapping[str, Any], *, source: str) -> ChainConfig:
+def parse_chain_config(
+    data: Mapping[str, Any], *, source: str, sink_table: str = DEFAULT_SINK_TABLE
+) -> ChainConfig:
     """Validate a parsed chain file ``data`` (as :mod:`tomllib` returns it).
 
     ``source`` names where ``data`` came from, for messages. Rejects missing tables and
-    fields, unknown keys in ``[chain]``, ``[[mix]]``, ``[analyzer]`` and ``[round]``,
+    fields, unknown keys in ``[chain]``, ``[[mix]]``, the sink's table and ``[round]``,
     top-level keys that are not tables, values of the wrong TOML type (a boolean is not an
     integer; ``deadline_seconds`` may be an integer or a float), invalid names, URLs and
     public keys, out-of-range policy values, duplicate node names and duplicate host:port
@@ -346,7 +363,7 @@ def parse_chain_config(data: Mapping[str, Any], *, source: str) -> ChainConfig:
     if not isinstance(data, Mapping):
         raise ChainConfigError(f"expected a table, got {type_name(data)}", source=source)
     try:
-        return _parse(data)
+        return _parse(data, sink_table)
     except ChainConfigError as exc:
         raise ChainConfigError(exc.problem, source=source, field=exc.field) from None
 
@@ -385,7 +402,7 @@ def _typed_str(value: object, path: str) -> str:
 
 
 def _parse_node(value: object, path: str, *, identity_required: bool) -> NodeInfo:
-    """Parse one ``[[mix]]`` or the ``[analyzer]`` table found at ``path``."""
+    """Parse one ``[[mix]]`` or the sink's table found at ``path``."""
     table = _keys_checked(value, path, _NODE_KEYS)
     name = _typed_str(_required(table, "name", path), f"{path}.name")
     url = _typed_str(_required(table, "url", path), f"{path}.url")
@@ -434,7 +451,7 @@ def _parse_policy(data: Mapping[str, Any]) -> RoundPolicy:
         raise ChainConfigError(exc.problem, field=f"round.{exc.field}") from None
 
 
-def _parse(data: Mapping[str, Any]) -> ChainConfig:
+def _parse(data: Mapping[str, Any], sink_table: str) -> ChainConfig:
     """:func:`parse_chain_config` without the ``source`` (errors carry field paths)."""
     chain = _table(data, "chain", _CHAIN_KEYS)
     chain_id = _typed_str(_required(chain, "id", "chain"), "chain.id")
@@ -449,13 +466,13 @@ def _parse(data: Mapping[str, Any]) -> ChainConfig:
         _parse_node(item, f"mix[{index}]", identity_required=True)
         for index, item in enumerate(mix_list)
     )
-    if "analyzer" not in data:
-        raise ChainConfigError("missing table [analyzer]", field="analyzer")
-    analyzer = _parse_node(data["analyzer"], "analyzer", identity_required=False)
+    if sink_table not in data:
+        raise ChainConfigError(f"missing table [{sink_table}]", field=sink_table)
+    sink = _parse_node(data[sink_table], sink_table, identity_required=False)
     policy = _parse_policy(data)
     sections: dict[str, Any] = {}
     for key, value in data.items():
-        if key in RESERVED_SECTIONS:
+        if key in RESERVED_SECTIONS or key == sink_table:
             continue
         if not isinstance(value, dict):
             raise ChainConfigError(
@@ -464,7 +481,12 @@ def _parse(data: Mapping[str, Any]) -> ChainConfig:
             )
         sections[key] = value
     return ChainConfig(
-        chain_id=chain_id, mixes=mixes, analyzer=analyzer, policy=policy, sections=sections
+        chain_id=chain_id,
+        mixes=mixes,
+        sink=sink,
+        policy=policy,
+        sections=sections,
+        sink_table=sink_table,
     )
 
 
@@ -472,7 +494,7 @@ def _parse(data: Mapping[str, Any]) -> ChainConfig:
 
 
 def _node_table(node: NodeInfo) -> dict[str, str]:
-    """The keys of a ``[[mix]]`` or ``[analyzer]`` table for ``node``."""
+    """The keys of a ``[[mix]]`` or the sink's table for ``node``."""
     table = {"name": node.name, "url": node.url}
     if node.identity is not None:
         table["identity"] = public_key_text(node.identity)
@@ -482,7 +504,7 @@ def _node_table(node: NodeInfo) -> dict[str, str]:
 def render_chain_config(config: ChainConfig) -> str:
     """Return TOML text for ``config`` that :func:`load_chain_config` loads back equal.
 
-    Tables are written in the order ``[chain]``, ``[[mix]]``..., ``[analyzer]``,
+    Tables are written in the order ``[chain]``, ``[[mix]]``..., the sink's table,
     ``[round]`` (every key, ``chunk_size`` included), then each section of
     :attr:`ChainConfig.sections` in its order, one blank line between tables, by
     :mod:`tomli_w`: within a section, plain keys come first, then nested tables as
@@ -498,7 +520,7 @@ def render_chain_config(config: ChainConfig) -> str:
     # Written by hand: tomli_w would put short [[mix]] tables inline, as mix = [{...}].
     blocks.extend("[[mix]]\n" + dumps(_node_table(mix)) for mix in config.mixes)
     rest: dict[str, Any] = {
-        "analyzer": _node_table(config.analyzer),
+        config.sink_table: _node_table(config.sink),
         "round": {
             "min_users": policy.min_users,
             "max_users": policy.max_users,

@@ -90,7 +90,7 @@ def node_settings(
     if messages < 1 or payload_length < 1:
         raise ValueError("messages and payload_length must be >= 1")
     mixes = config.mixes
-    names = [m.name for m in mixes] + [config.analyzer.name]
+    names = [m.name for m in mixes] + [config.sink.name]
     if name not in names:
         raise ChainConfigError(
             f"no node named {name!r} in the chain (nodes: {', '.join(names)})", field="name"
@@ -99,7 +99,7 @@ def node_settings(
     hops = len(mixes)
     successor = None
     if hop < hops:
-        successor = mixes[hop + 1].url if hop + 1 < hops else config.analyzer.url
+        successor = mixes[hop + 1].url if hop + 1 < hops else config.sink.url
     return NodeSettings(
         chain_id=config.chain_id,
         name=name,

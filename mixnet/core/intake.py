@@ -7,7 +7,7 @@ The round machines (:mod:`mixnet.core.entry`, :mod:`mixnet.core.relay`,
 
 * :class:`EntryIntake` — the first mix's round: client submissions of exactly ``m`` onions,
   accepted all-or-none, at most one per client id, closed by the round policy.
-* :class:`BatchIntake` — every later node's round (mixes and the analyzer): the predecessor's
+* :class:`BatchIntake` — every later node's round (mixes and the sink): the predecessor's
   batch arriving in numbered chunks, deduplicated by (round, sender, chunk) and checked for
   consistent counts.
 

@@ -27,7 +27,7 @@ __all__ = [
 
 class Role(enum.Enum):
     """A node's place in the chain: the entry mix (hop 0) runs the rounds; a relay is every
-    later mix; the sink is the end of the chain (the application's analyzer)."""
+    later mix; the sink is the end of the chain (where the application runs)."""
 
     ENTRY = "entry"
     RELAY = "relay"

@@ -65,7 +65,8 @@ def make_config(protocol: dict[str, Any] | None = None, **policy: Any) -> ChainC
         chain_id="demo",
         mixes=(NodeInfo("mix1", "ws://127.0.0.1:9001", KEYS[0]),
                NodeInfo("mix2", "ws://127.0.0.1:9002", KEYS[1])),
-        analyzer=NodeInfo("analyzer", "ws://127.0.0.1:9100"),
+        sink=NodeInfo("analyzer", "ws://127.0.0.1:9100"),
+        sink_table="analyzer",
         policy=RoundPolicy(**settings),
         sections={} if protocol is None else {"protocol": protocol},
     )
@@ -263,7 +264,7 @@ def test_write_then_load_round_trip(tmp_path: Path, with_plan: bool) -> None:
     assert chain.config.mixes == config.mixes and chain.config.policy == config.policy
     assert chain.config.sections["notes"] == {"a": 1}
     assert chain.config.sections["protocol"] == protocol_section(params, made)
-    assert load_chain_config(path) == chain.config
+    assert load_chain_config(path, sink_table="analyzer") == chain.config
 
 
 def test_write_with_big_modulus_round_trips(tmp_path: Path) -> None:
@@ -369,7 +370,8 @@ def _named_config(protocol: dict[str, object], users: int = 500) -> ChainConfig:
     return ChainConfig(
         chain_id="named",
         mixes=(NodeInfo("mix1", "ws://127.0.0.1:1", generate_identity().verify_key),),
-        analyzer=NodeInfo("analyzer", "ws://127.0.0.1:2", None),
+        sink=NodeInfo("analyzer", "ws://127.0.0.1:2", None),
+        sink_table="analyzer",
         policy=RoundPolicy(min_users=users, max_users=users, deadline_seconds=10.0),
         sections={"protocol": protocol},
     )

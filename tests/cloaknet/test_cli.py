@@ -197,7 +197,8 @@ def test_plan_toml_is_a_loadable_protocol_table(capsys: pytest.CaptureFixture[st
     config = ChainConfig(
         chain_id="t",
         mixes=(NodeInfo("mix1", "ws://127.0.0.1:1", generate_identity().verify_key),),
-        analyzer=NodeInfo("analyzer", "ws://127.0.0.1:2", None),
+        sink=NodeInfo("analyzer", "ws://127.0.0.1:2", None),
+        sink_table="analyzer",
         policy=RoundPolicy(min_users=200, max_users=200, deadline_seconds=10.0),
         sections={"protocol": protocol},
     )
@@ -223,7 +224,8 @@ def test_plan_auto_toml_for_bbgn_loads_as_a_named_protocol(
     config = ChainConfig(
         chain_id="t",
         mixes=(NodeInfo("mix1", "ws://127.0.0.1:1", generate_identity().verify_key),),
-        analyzer=NodeInfo("analyzer", "ws://127.0.0.1:2", None),
+        sink=NodeInfo("analyzer", "ws://127.0.0.1:2", None),
+        sink_table="analyzer",
         policy=RoundPolicy(min_users=300, max_users=300, deadline_seconds=10.0),
         sections={"protocol": protocol},
     )

@@ -34,7 +34,8 @@ def offline_chain() -> CloakChain:
     config = ChainConfig(
         chain_id="offline",
         mixes=(NodeInfo("mix1", "ws://127.0.0.1:9", SigningKey.generate().verify_key),),
-        analyzer=NodeInfo("analyzer", "ws://127.0.0.1:10", None),
+        sink=NodeInfo("analyzer", "ws://127.0.0.1:10", None),
+        sink_table="analyzer",
         policy=RoundPolicy(min_users=USERS, max_users=USERS, deadline_seconds=10.0),
         sections={},
     )

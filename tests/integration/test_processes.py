@@ -138,7 +138,8 @@ def test_entry_mix_killed_with_sigkill_keeps_every_acknowledged_submission(
         chain_id="kill",
         mixes=tuple(NodeInfo(n, f"ws://127.0.0.1:{p}", keys[n])
                     for n, p in zip(names, ports, strict=False)),
-        analyzer=NodeInfo("analyzer", f"ws://127.0.0.1:{ports[-1]}", None),
+        sink=NodeInfo("analyzer", f"ws://127.0.0.1:{ports[-1]}", None),
+        sink_table="analyzer",
         policy=RoundPolicy(min_users=users, max_users=users, deadline_seconds=600.0),
         sections={},
     )

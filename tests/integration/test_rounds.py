@@ -79,7 +79,7 @@ async def test_http_endpoints(tmp_path: Path) -> None:
     ):
         receipts = await asyncio.gather(net.submit(0.5), net.submit(0.25))
         await net.result(receipts[0].round, timeout=30)
-        analyzer = http_base(chain.chain.config.analyzer.url)
+        analyzer = http_base(chain.chain.config.sink.url)
         mix = http_base(chain.chain.config.mixes[0].url)
         for base in (analyzer, mix):
             assert await asyncio.to_thread(http_get, f"{base}/healthz") == (200, "ok\n")

@@ -43,7 +43,7 @@ KEYS = [SigningKey(bytes([index]) * 32).verify_key for index in range(4)]
 
 
 def valid_data() -> dict[str, Any]:
-    """A valid parsed chain file with three mixes, the analyzer and a [protocol] table."""
+    """A valid parsed chain file with three mixes, the sink and a [protocol] table."""
     return {
         "chain": {"id": "demo"},
         "mix": [
@@ -51,7 +51,7 @@ def valid_data() -> dict[str, Any]:
              "identity": public_key_text(KEYS[index])}
             for index in range(3)
         ],
-        "analyzer": {"name": "analyzer", "url": "ws://127.0.0.1:9100",
+        "sink": {"name": "sink", "url": "ws://127.0.0.1:9100",
                      "identity": public_key_text(KEYS[3])},
         "round": {"min_users": 100, "max_users": 1000, "deadline_seconds": 30.0,
                   "below_min": "wait", "chunk_size": 512},
@@ -75,20 +75,20 @@ def test_parse_valid_file() -> None:
     assert [mix.name for mix in config.mixes] == ["mix0", "mix1", "mix2"]
     assert all(isinstance(mix.identity, VerifyKey) for mix in config.mixes)
     assert config.mixes[1].identity == KEYS[1]
-    assert config.analyzer == NodeInfo("analyzer", "ws://127.0.0.1:9100", KEYS[3])
+    assert config.sink == NodeInfo("sink", "ws://127.0.0.1:9100", KEYS[3])
     assert config.policy == RoundPolicy(100, 1000, 30.0, "wait", 512)
     assert dict(config.sections) == {"protocol": valid_data()["protocol"]}
 
 
 def test_navigation_helpers() -> None:
     config = parse_chain_config(valid_data(), source="chain.toml")
-    assert config.nodes == (*config.mixes, config.analyzer)
+    assert config.nodes == (*config.mixes, config.sink)
     assert config.node("mix1") is config.mixes[1]
-    assert config.node("analyzer") is config.analyzer
-    assert [config.hop_of(name) for name in ("mix0", "mix1", "mix2", "analyzer")] == [0, 1, 2, 3]
+    assert config.node("sink") is config.sink
+    assert [config.hop_of(name) for name in ("mix0", "mix1", "mix2", "sink")] == [0, 1, 2, 3]
     assert config.successor("mix0") == config.mixes[1]
-    assert config.successor("mix2") == config.analyzer
-    assert config.successor("analyzer") is None
+    assert config.successor("mix2") == config.sink
+    assert config.successor("sink") is None
     for call in (config.node, config.hop_of, config.successor):
         with pytest.raises(ChainConfigError, match="unknown node 'nope'"):
             call("nope")
@@ -97,14 +97,14 @@ def test_navigation_helpers() -> None:
 def test_defaults_and_optional_analyzer_identity() -> None:
     data = valid_data()
     del data["round"]["chunk_size"]
-    del data["analyzer"]["identity"]
+    del data["sink"]["identity"]
     del data["protocol"]
     data["round"]["deadline_seconds"] = 5  # an integer is fine, stored as a float
     config = parse_chain_config(data, source="x")
     assert config.policy.chunk_size == DEFAULT_CHUNK_SIZE
     assert config.policy.deadline_seconds == 5.0
     assert isinstance(config.policy.deadline_seconds, float)
-    assert config.analyzer.identity is None
+    assert config.sink.identity is None
     assert dict(config.sections) == {}
 
 
@@ -150,7 +150,7 @@ def test_render_then_load_is_equal(tmp_path: Path) -> None:
 
 def test_round_trip_of_awkward_sections(tmp_path: Path) -> None:
     data = valid_data()
-    del data["analyzer"]["identity"]
+    del data["sink"]["identity"]
     data["protocol"] = {
         "text": 'quote " backslash \\ tab \t newline \n cr \r bell \x07 del \x7f é ✓',
         "big": -(1 << 63),
@@ -168,7 +168,7 @@ def test_round_trip_of_awkward_sections(tmp_path: Path) -> None:
     loaded = load_chain_config(write(tmp_path, render_chain_config(config)))
     assert loaded == config
     assert list(loaded.sections) == ["protocol", "empty"]
-    assert loaded.analyzer.identity is None
+    assert loaded.sink.identity is None
 
 
 # Strategies for whole valid chains (property test: render -> parse -> equal).
@@ -203,8 +203,8 @@ SECTIONS = st.dictionaries(
 
 @st.composite
 def chains(draw: st.DrawFn) -> ChainConfig:
-    """A random valid :class:`ChainConfig` (1 to 4 mixes, analyzer with or without key)."""
-    size = draw(st.integers(2, 5))  # 1 to 4 mixes and the analyzer
+    """A random valid :class:`ChainConfig` (1 to 4 mixes, sink with or without key)."""
+    size = draw(st.integers(2, 5))  # 1 to 4 mixes and the sink
     names = draw(st.lists(NAMES, min_size=size, max_size=size, unique=True))
     ports = draw(st.lists(st.integers(1, 65535), min_size=size, max_size=size, unique=True))
     urls = [f"{draw(SCHEMES)}://{draw(HOSTS)}:{port}{draw(SLASHES)}" for port in ports]
@@ -212,7 +212,7 @@ def chains(draw: st.DrawFn) -> ChainConfig:
         NodeInfo(name, url, draw(IDENTITIES))
         for name, url in zip(names[:-1], urls[:-1], strict=True)
     )
-    analyzer = NodeInfo(names[-1], urls[-1], draw(st.none() | IDENTITIES))
+    sink = NodeInfo(names[-1], urls[-1], draw(st.none() | IDENTITIES))
     min_users = draw(st.integers(1, 10**9))
     policy = RoundPolicy(
         min_users=min_users,
@@ -222,7 +222,7 @@ def chains(draw: st.DrawFn) -> ChainConfig:
         chunk_size=draw(st.integers(1, MAX_CHUNK_SIZE)),
     )
     return ChainConfig(
-        chain_id=draw(NAMES), mixes=mixes, analyzer=analyzer, policy=policy,
+        chain_id=draw(NAMES), mixes=mixes, sink=sink, policy=policy,
         sections=draw(SECTIONS),
     )
 
@@ -283,7 +283,7 @@ def test_rendered_layout() -> None:
     assert text == (
         '[chain]\nid = "demo"\n\n'
         + mixes
-        + '[analyzer]\nname = "analyzer"\nurl = "ws://127.0.0.1:9100"\n'
+        + '[sink]\nname = "sink"\nurl = "ws://127.0.0.1:9100"\n'
         f'identity = "{public_key_text(KEYS[3])}"\n\n'
         "[round]\nmin_users = 100\nmax_users = 1000\ndeadline_seconds = 30.0\n"
         'below_min = "wait"\nchunk_size = 512\n\n'
@@ -296,7 +296,7 @@ def test_short_mixes_are_still_tables_of_an_array() -> None:
     config = ChainConfig(
         chain_id="c",
         mixes=(NodeInfo("a", "ws://a:1", KEYS[0]), NodeInfo("b", "ws://b:2", KEYS[1])),
-        analyzer=NodeInfo("z", "ws://z:3"),
+        sink=NodeInfo("z", "ws://z:3"),
         policy=RoundPolicy(1, 1, 1),
     )
     text = render_chain_config(config)
@@ -386,13 +386,13 @@ BROKEN: list[tuple[str, Mutation, str, str]] = [
     ("identity int", _set("mix.0.identity", 1), "mix[0].identity", "expected a string"),
     ("unknown mix key", _set("mix.1.secret", "s3cr3t"), "mix[1].secret", "unknown key"),
     ("dup mix name", _set("mix.1.name", "mix0"), "mix[1].name", "duplicate node name 'mix0'"),
-    ("dup analyzer name", _set("analyzer.name", "mix2"), "analyzer.name", "also mix[2].name"),
+    ("dup sink name", _set("sink.name", "mix2"), "sink.name", "also mix[2].name"),
     ("dup url", _set("mix.2.url", "ws://127.0.0.1:9000/"), "mix[2].url", "same host and port"),
-    ("dup analyzer url", _set("analyzer.url", "wss://127.0.0.1:9001"), "analyzer.url",
+    ("dup sink url", _set("sink.url", "wss://127.0.0.1:9001"), "sink.url",
      "as mix[1].url"),
-    ("no analyzer", _delete("analyzer"), "analyzer", "missing"),
-    ("analyzer url", _set("analyzer.url", "ws://a"), "analyzer.url", "host and port"),
-    ("unknown analyzer key", _set("analyzer.port", 1), "analyzer.port", "unknown key"),
+    ("no sink", _delete("sink"), "sink", "missing"),
+    ("sink url", _set("sink.url", "ws://a"), "sink.url", "host and port"),
+    ("unknown sink key", _set("sink.port", 1), "sink.port", "unknown key"),
     ("no round", _delete("round"), "round", "missing"),
     ("no min_users", _delete("round.min_users"), "round.min_users", "missing"),
     ("no deadline", _delete("round.deadline_seconds"), "round.deadline_seconds", "missing"),

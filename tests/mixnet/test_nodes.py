@@ -75,7 +75,7 @@ async def running_chain(
             mixes=tuple(
                 NodeInfo(n, urls[n], identities[i].verify_key) for i, n in enumerate(names)
             ),
-            analyzer=NodeInfo("sink", urls["sink"], None),
+            sink=NodeInfo("sink", urls["sink"], None),
             policy=policy,
             sections={},
         )
@@ -133,7 +133,7 @@ async def test_a_chain_of_mixes_and_a_sink_sums_exactly(tmp_path: Path) -> None:
             chain.config,
             messages=3,
             payload_length=WIDTH,
-            sink_url=chain.config.analyzer.url,
+            sink_url=chain.config.sink.url,
             retry_for=20,
         )
         async with client:
@@ -161,7 +161,7 @@ async def test_an_exact_retry_after_a_restart_of_the_entry_mix_is_counted_once(
     policy = RoundPolicy(min_users=2, max_users=2, deadline_seconds=30.0, chunk_size=4)
     async with running_chain(tmp_path, mixes=2, messages=2, policy=policy) as chain:
         client = MixnetClient(
-            chain.config, messages=2, payload_length=WIDTH, sink_url=chain.config.analyzer.url
+            chain.config, messages=2, payload_length=WIDTH, sink_url=chain.config.sink.url
         )
         async with client:
             info = await client.current_round()
