@@ -79,6 +79,8 @@ class MixNode(BaseNode):
             max_workers=settings.workers, thread_name_prefix=f"peel-{settings.name}"
         )
         self.machine: EntryMachine | RelayMachine = self._fresh_machine()
+        self._peeling: dict[int, int] = {}
+        self._peel_started: dict[int, float] = {}
 
     # ------------------------------------------------------------------ the machine
 
@@ -191,29 +193,44 @@ class MixNode(BaseNode):
     # ------------------------------------------------------------------ heavy actions
 
     async def peel(self, action: Peel) -> list[Action]:
-        """Peel the items with the round's key in the pool, in parts, then tell the machine."""
-        started = self.clock()
-        key = self.keyring.secret(action.round_id)
-        loop = asyncio.get_running_loop()
-        items = action.items
-        parts = [items[i : i + PEEL_CHUNK] for i in range(0, len(items), PEEL_CHUNK)]
+        """Peel the items with the round's key in the pool, in parts, then tell the machine.
+
+        ``peel_seconds`` in ``/status`` is the wall time during which at least one peel of
+        the round ran (concurrent submissions overlap; their times are not added twice).
+        """
+        r = action.round_id
+        key = self.keyring.secret(r)
+        active = self._peeling.get(r, 0)
+        if active == 0:
+            self._peel_started[r] = self.clock()
+        self._peeling[r] = active + 1
         s = self.settings
         peel_part = functools.partial(
             peel_many,
             secret_key=key,
             chain_id=s.chain_id,
-            round_id=action.round_id,
+            round_id=r,
             hop_index=s.hop,
             expected_length=s.item_length_in(),
         )
-        results = await asyncio.gather(
-            *(loop.run_in_executor(self.pool, peel_part, part) for part in parts)
-        )
-        flat = [r for part in results for r in part]
-        failed = sum(1 for r in flat if not isinstance(r, bytes))
-        times = self._round_times.setdefault(action.round_id, {})
-        times["peel_seconds"] = times.get("peel_seconds", 0.0) + self.clock() - started
+        items = action.items
+        parts = [items[i : i + PEEL_CHUNK] for i in range(0, len(items), PEEL_CHUNK)]
+        loop = asyncio.get_running_loop()
+        try:
+            results = await asyncio.gather(
+                *(loop.run_in_executor(self.pool, peel_part, part) for part in parts)
+            )
+        finally:
+            self._peeling[r] -= 1
+            if self._peeling[r] == 0:
+                del self._peeling[r]
+                started = self._peel_started.pop(r)
+                times = self._round_times.setdefault(r, {})
+                times["peel_seconds"] = times.get("peel_seconds", 0.0) + self.clock() - started
+        flat = [item for part in results for item in part]
+        failed = sum(1 for item in flat if not isinstance(item, bytes))
         if failed and self.role is Role.RELAY:
+            times = self._round_times.setdefault(r, {})
             times["dropped"] = times.get("dropped", 0) + failed
         return self.machine.peeled(action.token, flat, self.clock())
 
