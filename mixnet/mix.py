@@ -32,7 +32,7 @@ from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import MixnetError, UnknownRound
 from mixnet.frames import AbortRound, Batch, Frame, OpenRound, RoundOffer, Submit, to_wire
 from mixnet.keys import RoundKeyring, announce_round_key
-from mixnet.link import Link, challenge_response
+from mixnet.link import Link, challenge_response, system_uniform
 from mixnet.node import BaseNode
 from mixnet.onion import peel_many
 from mixnet.settings import NodeSettings
@@ -105,6 +105,7 @@ class MixNode(BaseNode):
                 onion_length=s.item_length_in(),
                 policy=s.policy,
                 keys=self._make_key,
+                jitter=system_uniform,
             )
         assert s.predecessor is not None
         return RelayMachine(
@@ -134,6 +135,7 @@ class MixNode(BaseNode):
                 policy=s.policy,
                 keys=self._make_key,
             )
+            self.machine.jitter = system_uniform
         else:
             assert s.predecessor is not None
             self.machine, actions = RelayMachine.restore(

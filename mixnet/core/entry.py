@@ -17,7 +17,7 @@ Life of a round here (statuses from :mod:`mixnet.core.status`)::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
@@ -86,7 +86,7 @@ class Opened:
     round_id: int
 
 #: Seconds before re-trying to open a round the chain refused, doubled per refusal up to
-#: :data:`OPEN_RETRY_CAP`.
+#: :data:`OPEN_RETRY_CAP`, then jittered: the wait is uniform in [ceiling/2, ceiling).
 OPEN_RETRY_BASE = 0.5
 OPEN_RETRY_CAP = 30.0
 #: Finished rounds whose receipts are kept, so that an exact retry of a stored submission is
@@ -113,8 +113,13 @@ class EntryMachine(MixRounds):
         onion_length: int,
         policy: RoundPolicy,
         keys: KeyFactory,
+        jitter: Callable[[], float] = lambda: 1.0,
     ) -> None:
+        """``jitter()`` gives a uniform number in [0, 1] that spreads the back-off after a
+        refused opening (the adapter passes the OS CSPRNG's; the default 1.0 waits the full
+        ceiling)."""
         super().__init__(name=name, chunk_size=policy.chunk_size, keys=keys)
+        self.jitter = jitter
         self.hops = hops
         self.messages = messages
         self.onion_length = onion_length
@@ -246,9 +251,8 @@ class EntryMachine(MixRounds):
             self._move(st, RoundStatus.FAILED)
             self.opening = None
             self._refusals += 1
-            self._retry_at = now + min(
-                OPEN_RETRY_CAP, OPEN_RETRY_BASE * 2 ** (self._refusals - 1)
-            )
+            ceiling = min(OPEN_RETRY_CAP, OPEN_RETRY_BASE * 2 ** (self._refusals - 1))
+            self._retry_at = now + ceiling * (0.5 + 0.5 * min(1.0, max(0.0, self.jitter())))
             # nodes that did open it must not keep it (and its keys) forever
             return [
                 Persist((EraseKey(st.round_id), SetRound(st.round_id, status=st.status))),

@@ -1509,3 +1509,23 @@ def test_restarts_only_make_allowed_status_changes(
         chain.restart(victim)
         chain.settle()
         check_memory_agrees_with_store(chain)
+
+
+def test_the_back_off_after_a_refused_opening_is_jittered_within_half_to_full() -> None:
+    draws = iter([0.0, 0.999, 0.5])
+    m, _ = make_entry()
+    m.jitter = lambda: next(draws)
+    now = NOW
+    waits = []
+    for _ in range(3):
+        m.handle_timer(now)
+        round_id = m.opening
+        assert round_id is not None
+        m.on_send_error(OpenRound(round_id), RoundClosed("no"), now)
+        due = m.next_timer()
+        assert due is not None
+        waits.append(due - now)
+        now = due
+    assert waits == pytest.approx(
+        [OPEN_RETRY_BASE * 0.5, 2 * OPEN_RETRY_BASE * 0.9995, 4 * OPEN_RETRY_BASE * 0.75]
+    )
