@@ -246,14 +246,16 @@ class BaseNode:
                 reply.set_exception(exc)
             else:
                 log.warning("%s: %s", self.settings.name, exc)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except Exception:
             log.exception("%s: internal error", self.settings.name)
             if reply is not None and not reply.done():
                 reply.set_exception(InternalError("internal error; see the node's log"))
-            if not isinstance(exc, MixnetError):
-                return
+        finally:
+            # writes of actions never reached still commit (they were queued when emitted);
+            # nobody waits for their outcome
+            for action in queue:
+                if isinstance(action, Persist):
+                    self._pending.pop(id(action), None)
 
     async def _do(self, action: Action, reply: asyncio.Future[Frame] | None) -> list[Action]:
         match action:
