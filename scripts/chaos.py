@@ -1,0 +1,1046 @@
+#!/usr/bin/env python3
+"""Chaos run of a real chain: SIGKILL any node at any round phase, restart it, and check that
+every acknowledged submission is counted exactly once.
+
+::
+
+    .venv/bin/python scripts/chaos.py --points 30 --json /tmp/chaos.json
+
+The driver writes a chain directory (chain file, identity keys) for three mixes and the
+analyzer, and starts each as its own OS process (``python -m cloaknet node --chain ...
+--name ... --db ...``, every node with its own sqlite database) on free 127.0.0.1 ports. The
+chain runs the cloak in sum-preserving mode (no noise) with explicit ``[protocol]``
+parameters, and rounds of exactly ``--users`` users (``min_users = max_users``).
+
+Every kill point runs one round. Its target is the next node kind in turn (entry mix, middle
+mix, last mix, analyzer); its phase is drawn (seeded by ``--seed``) from that kind's phases:
+
+* ``submitting`` — about half the users were acknowledged, more are in flight;
+* ``closed`` — right after the closing submission reached the entry mix;
+* ``receiving`` — (middle and last mix) the predecessor is forwarding its batch to the target;
+* ``forwarding`` — a mix target has mixed and is forwarding (for the analyzer: the middle mix
+  is);
+* ``assembling`` — the last mix is forwarding to the analyzer, which assembles the batch.
+
+Phases are detected by polling the nodes' ``/status`` round statuses (``submitting`` and
+``closed`` by timing: a seeded 0..8 ms after the probe's submission was sent); once the phase is
+seen the kill waits a seeded fraction (0..0.8) of the sending hop's usual forwarding time, so
+that kills land throughout the phase. The target is then killed with SIGKILL (if the round went
+past the phase meanwhile, the kill happens anyway and the table's ``status`` column says
+"late"), its database files are copied to show what it had stored at that moment (column
+``stored at kill``: the round's status, stored submissions, chunks received ``in``, outbound
+chunks ``acked``), it is restarted at once with the same command and database, and the round
+is left to finish.
+
+Exactness. Users submit known integer shares through the client library (``submit_shares``):
+each user of a point has the integer value ``4**slot`` (its own slot; consecutive points use
+different slots while they fit the 64-bit precision k = 4**slots), split into ``m`` shares that
+are uniform modulo N but add up to it. The analyzer publishes the raw sum Σ y mod N and the
+estimate Σ/k (exact fraction, never clamped: every sum stays below k), so the base-4 digits of
+the raw sum are how many times each user was counted: a digit 0 for an acknowledged user is a
+*lost* submission, a digit >= 2 (or a digit of a user not acknowledged in that round) a
+*doubled* one. Each round's ``users`` must also equal the number of submissions the entry mix
+acknowledged into it, and its estimate must equal the expected sum / k exactly.
+
+A lost ``accepted``: in every point one user (the *probe*) sends its ``submit`` frame over a
+raw websocket and never reads the reply; after the kill and restart it resends the identical
+frame through a :class:`mixnet.link.Link`, exactly as the client library does after a lost
+reply. The entry mix must acknowledge it again (from its receipts) in the same round, and the
+analyzer must count it once. Library users whose connection broke resend on their own; the
+table's ``resent`` column counts those resends (the probe's included).
+
+Output: a table (kill point, node, phase, status at the kill, stored at kill, round,
+recovered, lost, doubled, resent, seconds), the line ``N of N recovered, 0 lost, 0 doubled``
+with the run time, and with ``--json PATH`` every detail as JSON. Exit code 0 if every point
+recovered exactly, 1 otherwise. Each point has a timeout (``--point-timeout``) and the whole run
+a limit (``--time-limit``); a point that fails keeps its chain directory (logs and databases)
+and the next point starts a fresh chain. Every process started is stopped on exit, on error and
+on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+
+from cloaknet.chainfile import SINK_TABLE, generate_node_keys, write_chain_file
+from cloaknet.client import ChainClient, Receipt, RoundAborted, RoundFailed, connect
+from cloaknet.encoding import encode_share
+from cloaknet.params import CloakParams
+from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+from mixnet.client import MAX_REPLY
+from mixnet.link import Link
+from mixnet.wire import encode_frame, get_int
+
+HOST = "127.0.0.1"
+MIXES = ("mix1", "mix2", "mix3")
+ANALYZER = "analyzer"
+NODES = (*MIXES, ANALYZER)
+KINDS = ("entry", "middle", "last", "analyzer")
+NODE_OF_KIND = {"entry": "mix1", "middle": "mix2", "last": "mix3", "analyzer": ANALYZER}
+PHASES: dict[str, tuple[str, ...]] = {
+    "entry": ("submitting", "closed", "forwarding", "assembling"),
+    "middle": ("submitting", "closed", "receiving", "forwarding", "assembling"),
+    "last": ("submitting", "closed", "receiving", "forwarding", "assembling"),
+    "analyzer": ("submitting", "closed", "forwarding", "assembling"),
+}
+#: At most this many consecutive points give their users distinct base-4 digits (a value
+#: counted again in a later point's round then still shows up as a digit of its own point).
+WINDOW = 4
+#: The precision k = 4**slots must fit the chain file's 64-bit TOML integers.
+MAX_SLOTS = 31
+#: Seconds to wait for a phase before killing anyway (the kill is then marked late).
+PHASE_WAIT = 20.0
+#: The submitting and closed phases kill this many seconds (times the point's fraction) after
+#: the probe's submission was sent.
+SHORT_DELAY = 0.01  # times the fraction (< 0.8): 0..8 ms
+#: Seconds a hop takes to forward a round, if its /status does not say.
+FORWARD_GUESS = 0.05
+#: Seconds a restarted node may take to answer /healthz.
+START_WAIT = 30.0
+
+log = logging.getLogger("chaos")
+
+
+class ChaosError(RuntimeError):
+    """The chain could not be set up or a node misbehaved outside a kill point."""
+
+
+# --------------------------------------------------------------------------- HTTP helpers
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the OS hands out for port 0 right now (bound moments later by the nodes)."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def get_json(port: int, path: str, timeout: float = 1.0) -> object:
+    url = f"http://{HOST}:{port}{path}"
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # loopback only
+        data: object = json.loads(response.read())
+        return data
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{port}/healthz", timeout=1.0) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+# --------------------------------------------------------------------------- the chain
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The rounds every chain of the run carries."""
+
+    users: int
+    messages: int
+    chunk_size: int
+
+    @property
+    def window(self) -> int:
+        """Consecutive points whose users have distinct digits (1..:data:`WINDOW`)."""
+        return max(1, min(WINDOW, MAX_SLOTS // self.users))
+
+    @property
+    def slots(self) -> int:
+        """Distinct base-4 digits: one per user of :attr:`window` consecutive points."""
+        return self.window * self.users
+
+    @property
+    def precision(self) -> int:
+        """k = 4**slots, so that every value 4**slot is below k."""
+        return int(4**self.slots)
+
+    @property
+    def modulus(self) -> int:
+        """An odd N > 3·users·k (Algorithm 2), far above any sum of distinct values."""
+        return 6 * self.users * self.precision + 1
+
+    def params(self) -> CloakParams:
+        return CloakParams(
+            modulus=self.modulus,
+            precision=self.precision,
+            messages=self.messages,
+            max_users=self.users,
+            mode="sum-preserving",
+        )
+
+
+class Processes:
+    """Every node process this run started (across chains); :meth:`stop_all` ends them."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def spawn(self, command: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
+        with log_path.open("ab") as out:
+            proc = subprocess.Popen(  # our own interpreter and module
+                list(command),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.started.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        live = [p for p in self.started if p.poll() is None]
+        for proc in live:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in live:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)
+        self.started = [p for p in self.started if p.poll() is None]
+
+
+class Chain:
+    """One chain directory and its four node processes."""
+
+    def __init__(self, directory: Path, shape: Shape, processes: Processes) -> None:
+        self.directory = directory
+        self.shape = shape
+        self.processes = processes
+        keys = generate_node_keys(directory, MIXES)
+        ports = free_ports(len(NODES))
+        self.ports = dict(zip(NODES, ports, strict=True))
+        policy = RoundPolicy(
+            min_users=shape.users,
+            max_users=shape.users,
+            deadline_seconds=3600.0,
+            below_min="wait",
+            chunk_size=shape.chunk_size,
+        )
+        config = ChainConfig(
+            chain_id="chaos",
+            mixes=tuple(NodeInfo(n, self.url(n), keys[n]) for n in MIXES),
+            sink=NodeInfo(ANALYZER, self.url(ANALYZER), None),
+            policy=policy,
+            sections={},
+            sink_table=SINK_TABLE,
+        )
+        self.chain_path = directory / "chain.toml"
+        write_chain_file(self.chain_path, config, shape.params())
+        self.commands: dict[str, list[str]] = {}
+        for name in NODES:
+            command = [
+                sys.executable, "-m", "cloaknet", "node",
+                "--chain", str(self.chain_path),
+                "--name", name,
+                "--db", str(directory / f"{name}.db"),
+            ]
+            if name != ANALYZER:
+                command += ["--key", str(directory / f"{name}.key")]
+            self.commands[name] = command
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def url(self, name: str) -> str:
+        return f"ws://{HOST}:{self.ports[name]}"
+
+    def log_path(self, name: str) -> Path:
+        return self.directory / f"{name}.log"
+
+    def start(self, name: str) -> None:
+        self.procs[name] = self.processes.spawn(self.commands[name], self.log_path(name))
+
+    def start_all(self) -> None:
+        for name in reversed(NODES):  # the analyzer first: each node's successor is up
+            self.start(name)
+        self.wait_healthy(NODES, START_WAIT)
+
+    def wait_healthy(self, names: Sequence[str], timeout: float) -> None:
+        limit = time.monotonic() + timeout
+        waiting = list(names)
+        while waiting:
+            self.check_alive()
+            waiting = [n for n in waiting if not healthy(self.ports[n])]
+            if waiting and time.monotonic() > limit:
+                raise ChaosError(f"{', '.join(waiting)} did not answer /healthz in {timeout:.0f} s")
+            if waiting:
+                time.sleep(0.02)
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise ChaosError(
+                    f"node {name} exited with code {proc.returncode}; log tail:\n"
+                    + self.log_tail(name, 1500)
+                )
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the node (no clean shutdown) and reap it."""
+        proc = self.procs[name]
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def restart(self, name: str) -> None:
+        """Start the node again with the same command and database."""
+        with self.log_path(name).open("ab") as out:
+            out.write(f"----- chaos: {name} restarted after SIGKILL -----\n".encode())
+        self.start(name)
+
+    def status(self, name: str) -> dict[str, Any] | None:
+        try:
+            data = get_json(self.ports[name], "/status")
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def round_status(self, name: str, round_id: int) -> str | None:
+        """The round's status at the node; ``None`` if it does not know the round,
+        ``"down"`` if it does not answer."""
+        data = self.status(name)
+        if data is None:
+            return "down"
+        for info in data.get("rounds", []):
+            if isinstance(info, dict) and info.get("round") == round_id:
+                value = info.get("status")
+                return str(value) if value is not None else None
+        return None
+
+    def open_round(self) -> tuple[int, int] | None:
+        """The entry mix's open round and its accepted submissions, if one is open."""
+        data = self.status(MIXES[0])
+        current = None if data is None else data.get("current_round")
+        if not isinstance(current, dict):
+            return None
+        return int(current["round"]), int(current["clients"])
+
+    def stored_state(self, name: str, round_id: int) -> str:
+        """What the (killed) node's database holds about the round, read from a copy of its
+        files (the node's own files are not touched): the round's status and how far its
+        intake or forwarding got."""
+        db = self.directory / f"{name}.db"
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / db.name
+            for suffix in ("", "-wal"):
+                source = Path(f"{db}{suffix}")
+                if source.exists():
+                    shutil.copyfile(source, Path(f"{copy}{suffix}"))
+            try:
+                return _describe_round(copy, round_id)
+            except sqlite3.Error as exc:
+                return f"unreadable ({exc})"
+
+    def log_tail(self, name: str, chars: int) -> str:
+        try:
+            return self.log_path(name).read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def log_lines(self, name: str, words: Sequence[str]) -> list[str]:
+        """Lines of the node's log that mention any of ``words`` (warnings, errors)."""
+        try:
+            text = self.log_path(name).read_text(errors="replace")
+        except OSError:
+            return []
+        return [line for line in text.splitlines() if any(w in line for w in words)]
+
+
+def _describe_round(path: Path, round_id: int) -> str:
+    conn = sqlite3.connect(path)
+    try:
+        row = conn.execute("SELECT status FROM rounds WHERE round_id = ?", (round_id,)).fetchone()
+        if row is None:
+            return "no round"
+        parts = [str(row[0])]
+
+        def one(sql: str) -> tuple[Any, ...]:
+            found = conn.execute(sql, (round_id,)).fetchone()
+            return tuple(found) if found is not None else ()
+
+        (subs,) = one("SELECT count(*) FROM submissions WHERE round_id = ?")
+        (receipts,) = one("SELECT count(*) FROM receipts WHERE round_id = ?")
+        if subs or receipts:
+            parts.append(f"{max(subs, receipts)} subs")
+        chunks, total = one("SELECT count(*), max(chunks) FROM chunks WHERE round_id = ?")
+        if chunks:
+            parts.append(f"{chunks}/{total} in")
+        out, acked = one(
+            "SELECT count(*), coalesce(sum(acked), 0) FROM outbound_chunks WHERE round_id = ?"
+        )
+        if out:
+            parts.append(f"{acked}/{out} acked")
+        (results,) = one("SELECT count(*) FROM results WHERE round_id = ?")
+        if results:
+            parts.append("result")
+        return " ".join(parts)
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------- kill points
+
+
+@dataclass
+class Point:
+    """One kill point: what was planned, what happened, and the verdict."""
+
+    index: int
+    node: str
+    phase: str
+    fraction: float
+    delay: float = 0.0
+    target: str = ""
+    round: int | None = None
+    observed: str = ""
+    late: bool = False
+    stored: str = ""
+    recovered: bool = False
+    lost: int = 0
+    doubled: int = 0
+    resent: int = 0
+    acknowledged: int = 0
+    fillers: int = 0
+    rounds: list[int] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+    checks: list[str] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    recovery_seconds: float | None = None
+    directory: str | None = None
+    log_warnings: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def status_text(self) -> str:
+        return self.observed + (" (late)" if self.late else "")
+
+
+def schedule(points: int, seed: int) -> list[Point]:
+    """Point i kills the node of kind KINDS[i % 4]; its phase is the next of a seeded shuffle
+    of that kind's phases (reshuffled when used up); a seeded fraction in [0, 0.8) places the
+    kill within the phase (see :meth:`Driver.phase_delay`)."""
+    rng = random.Random(seed)
+    decks: dict[str, list[str]] = {kind: [] for kind in KINDS}
+    out: list[Point] = []
+    for i in range(points):
+        kind = KINDS[i % len(KINDS)]
+        if not decks[kind]:
+            decks[kind] = list(PHASES[kind])
+            rng.shuffle(decks[kind])
+        phase = decks[kind].pop()
+        out.append(Point(i + 1, kind, phase, round(rng.uniform(0.0, 0.8), 3)))
+    return out
+
+
+class ResendCounter(logging.Handler):
+    """Counts the client library's resends of ``submit`` frames (its link logs each retry)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args
+        if (
+            isinstance(args, tuple)
+            and len(args) >= 2
+            and args[1] == "submit"
+            and "retrying" in record.msg
+        ):
+            self.count += 1
+
+
+@dataclass
+class Submitted:
+    """An acknowledged submission: its slot (``None`` for a zero-valued filler) and round."""
+
+    client: str
+    slot: int | None
+    round: int
+
+
+class Driver:
+    """Runs the kill points against a chain, replacing the chain after a failed point."""
+
+    def __init__(self, args: argparse.Namespace, shape: Shape, processes: Processes) -> None:
+        self.args = args
+        self.shape = shape
+        self.processes = processes
+        self.base = Path(tempfile.mkdtemp(prefix="cloaknet-chaos-"))
+        self.chains = 0
+        self.chain = self.new_chain()
+        self.resends = ResendCounter()
+        link_log = logging.getLogger("mixnet.link")
+        link_log.setLevel(logging.INFO)
+        link_log.addHandler(self.resends)
+        link_log.propagate = False
+
+    def new_chain(self) -> Chain:
+        self.chains += 1
+        directory = self.base / f"chain{self.chains}"
+        directory.mkdir(mode=0o700)
+        chain = Chain(directory, self.shape, self.processes)
+        chain.start_all()
+        return chain
+
+    def replace_chain(self) -> None:
+        """Stop the current chain's processes (its directory is kept) and start a new one."""
+        self.processes.stop_all()
+        self.chain = self.new_chain()
+
+    # ------------------------------------------------------------------ values
+
+    def shares(self, value: int) -> list[int]:
+        """m shares, the first m−1 uniform mod N, adding up to ``value`` mod N."""
+        n, m = self.shape.modulus, self.shape.messages
+        head = [secrets.randbelow(n) for _ in range(m - 1)]
+        return [*head, (value - sum(head)) % n]
+
+    def slots_of(self, point: Point) -> list[int]:
+        users = self.shape.users
+        first = ((point.index - 1) % self.shape.window) * users
+        return list(range(first, first + users))
+
+    # ------------------------------------------------------------------ one point
+
+    async def run_point(self, point: Point) -> None:
+        started = time.monotonic()
+        point.target = NODE_OF_KIND[point.node]
+        point.directory = str(self.chain.directory)
+        resent_before = self.resends.count
+        stop = threading.Event()
+        try:
+            await asyncio.wait_for(self._run_point(point, stop), timeout=self.args.point_timeout)
+        except TimeoutError:
+            point.error = f"timed out after {self.args.point_timeout:.0f} s" + (
+                f" ({point.checks[-1]})" if point.checks else ""
+            )
+        except Exception as exc:  # every failure of a point is reported, none ends the run
+            point.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            stop.set()
+            point.resent += self.resends.count - resent_before
+            point.seconds = round(time.monotonic() - started, 3)
+        if point.error is None:
+            try:
+                self.chain.check_alive()
+            except ChaosError as exc:
+                point.error = str(exc)
+        point.recovered = point.error is None and point.lost == 0 and point.doubled == 0
+        for name in NODES:
+            lines = self.chain.log_lines(name, (" ERROR ", " CRITICAL ", "Traceback"))
+            if lines:
+                point.log_warnings[name] = lines[-20:]
+        if not point.recovered:
+            for name in NODES:
+                point.log_warnings.setdefault(name, [])
+                point.log_warnings[name] += [
+                    "--- tail ---",
+                    *self.chain.log_tail(name, 2500).splitlines(),
+                ]
+            self.replace_chain()
+
+    async def _run_point(self, point: Point, stop: threading.Event) -> None:
+        chain, shape = self.chain, self.shape
+        slots = self.slots_of(point)
+        probe_slot, user_slots = slots[0], slots[1:]
+        pending: list[asyncio.Future[Any]] = []
+        async with connect(
+            chain.chain_path, connections=4, retry_for=self.args.point_timeout
+        ) as net:
+            info = await net.mixnet.current_round(refresh=True)
+            point.round = round_id = info.round_id
+            point.checks.append(f"round {round_id} open")
+            probe_id = f"p{point.index}-probe"
+            payloads = [encode_share(y, shape.modulus) for y in self.shares(4**probe_slot)]
+            onions = await asyncio.to_thread(net.mixnet.wrap, payloads, info)
+            probe_frame: dict[str, object] = {
+                "type": "submit", "round": round_id, "client": probe_id, "onions": onions,
+            }
+            raw = await ws_connect(
+                chain.url(MIXES[0]), compression=None, max_size=MAX_REPLY, proxy=None
+            )
+            try:
+                users, killed_at = await self._submit_and_kill(
+                    point, net, raw, probe_frame, user_slots, pending, stop
+                )
+            finally:
+                with contextlib.suppress(Exception):
+                    await raw.close()
+            try:
+                await self._finish_point(
+                    point, net, probe_frame, probe_slot, users, slots, killed_at
+                )
+            finally:
+                for task in pending:
+                    task.cancel()
+
+    async def _finish_point(
+        self,
+        point: Point,
+        net: ChainClient,
+        probe_frame: Mapping[str, object],
+        probe_slot: int,
+        users: asyncio.Future[list[Submitted]],
+        slots: Sequence[int],
+        killed_at: float,
+    ) -> None:
+        """After the kill and restart: the probe's resend, the users' acknowledgements,
+        fillers, and the check of every round's result."""
+        chain = self.chain
+        round_id = point.round
+        probe_id = str(probe_frame["client"])
+        acked: list[Submitted] = []
+        # the probe never read its reply: resend the identical frame, as the library does
+        point.checks.append("probe resends its submission")
+        link = Link(
+            chain.url(MIXES[0]),
+            max_size=MAX_REPLY,
+            name="chaos-probe",
+            retry_for=self.args.point_timeout,
+        )
+        try:
+            reply = await link.request(probe_frame, expect="accepted")
+        finally:
+            await link.close()
+        point.resent += 1
+        probe_round = get_int(reply, "round", min_value=0)
+        if probe_round != round_id or reply.get("client") != probe_id:
+            point.checks.append(f"probe acknowledged as {reply!r}, sent to round {round_id}")
+            raise ChaosError(
+                f"the probe's exact resend was acknowledged for round {probe_round}, "
+                f"not {round_id}"
+            )
+        acked.append(Submitted(probe_id, probe_slot, probe_round))
+        point.checks.append("waiting for the users' acknowledgements")
+        acked += await users
+        point.acknowledged = len(acked)
+        await self._fill_open_rounds(point, net, acked)
+        await self._check_results(point, net, acked, slots)
+        point.recovery_seconds = round(time.monotonic() - killed_at, 3)
+
+    async def _submit_and_kill(
+        self,
+        point: Point,
+        net: ChainClient,
+        raw: ClientConnection,
+        probe_frame: Mapping[str, object],
+        user_slots: Sequence[int],
+        pending: list[asyncio.Future[Any]],
+        stop: threading.Event,
+    ) -> tuple[asyncio.Future[list[Submitted]], float]:
+        """Start the users, send the probe, kill the target in the point's phase and restart
+        it; returns the future of the users' acknowledgements and the time of the kill."""
+        chain = self.chain
+        done: list[Submitted] = []
+
+        async def user(slot: int, wait: float) -> Submitted:
+            await asyncio.sleep(wait)
+            client = f"p{point.index}-u{slot}"
+            receipt: Receipt = await net.submit_shares(self.shares(4**slot), client_id=client)
+            sub = Submitted(client, slot, receipt.round)
+            done.append(sub)
+            return sub
+
+        def start_users(stagger: float) -> asyncio.Future[list[Submitted]]:
+            tasks = [
+                asyncio.ensure_future(user(s, i * stagger)) for i, s in enumerate(user_slots)
+            ]
+            pending.extend(tasks)
+            return asyncio.gather(*tasks)
+
+        round_id = point.round
+        assert round_id is not None
+        target = point.target
+        if point.phase == "submitting":
+            users = start_users(self.args.stagger)
+            point.checks.append("waiting for half the users")
+            while len(done) < len(user_slots) // 2 and not users.done():
+                await asyncio.sleep(0.002)
+            if users.done():
+                users.result()  # raises a user's error
+            observed = await asyncio.to_thread(chain.round_status, target, round_id)
+            point.observed = observed or "-"
+            await raw.send(encode_frame(probe_frame))
+            point.delay = round(point.fraction * SHORT_DELAY, 4)
+            await asyncio.sleep(point.delay)
+            await asyncio.to_thread(chain.kill, target)
+        elif point.phase == "closed":
+            users = start_users(0.0)
+            point.checks.append("waiting for every user but the probe")
+            await asyncio.shield(users)
+            await raw.send(encode_frame(probe_frame))  # the submission that closes the round
+            point.delay = round(point.fraction * SHORT_DELAY, 4)
+            await asyncio.sleep(point.delay)  # by timing: no status query delays the kill
+            await asyncio.to_thread(chain.kill, target)
+            point.observed = "-"
+        else:
+            await raw.send(encode_frame(probe_frame))
+            users = start_users(0.0)
+            point.checks.append(f"waiting for phase {point.phase}")
+            point.observed, point.late = await asyncio.to_thread(
+                self._kill_in_phase, point, round_id, stop
+            )
+        killed_at = time.monotonic()
+        point.stored = await asyncio.to_thread(chain.stored_state, target, round_id)
+        point.checks.append(
+            f"{target} killed (status {point.status_text}, stored {point.stored}); restarting"
+        )
+        chain.restart(target)
+        await asyncio.to_thread(chain.wait_healthy, [target], START_WAIT)
+        point.checks.append(f"{target} healthy again")
+        return users, killed_at
+
+    def forward_seconds(self, sender: str) -> float:
+        """How long ``sender`` takes to forward a round undisturbed: the shortest
+        ``forward_seconds`` of the rounds its /status lists (a kill downstream stretches some),
+        or :data:`FORWARD_GUESS` if it lists none (e.g. just restarted)."""
+        data = self.chain.status(sender)
+        rounds = [] if data is None else data.get("rounds", [])
+        times = [
+            float(info["forward_seconds"])
+            for info in (rounds if isinstance(rounds, list) else [])
+            if isinstance(info, dict) and isinstance(info.get("forward_seconds"), float)
+        ]
+        return min(times) if times else FORWARD_GUESS
+
+    def _kill_in_phase(
+        self, point: Point, round_id: int, stop: threading.Event
+    ) -> tuple[str, bool]:
+        """Poll /status until the point's phase, then SIGKILL the target (in a thread).
+        Returns the target's round status at the kill and whether the phase was missed."""
+        chain, target, phase = self.chain, point.target, point.phase
+        if phase == "forwarding":  # the target mix (the middle mix for the analyzer) forwards
+            sender = target if target != ANALYZER else MIXES[1]
+            names = sorted({target, sender})
+        elif phase == "receiving":  # the target's predecessor forwards to it
+            sender = NODES[NODES.index(target) - 1]
+            names = sorted({target, sender})
+        elif phase == "assembling":  # the last mix forwards to the analyzer
+            sender = MIXES[-1]
+            names = sorted({target, sender, ANALYZER})
+        else:
+            raise ValueError(f"unknown phase {phase!r}")
+
+        def fire(s: Mapping[str, str | None]) -> bool:
+            if s[sender] != "mixed":
+                return False
+            if phase == "receiving":
+                return s[target] == "open"
+            if phase == "assembling":
+                return s[ANALYZER] in ("open", "closed")
+            return True
+
+        def late(s: Mapping[str, str | None]) -> bool:
+            if phase == "receiving" and s[target] not in (None, "open"):
+                return True
+            if phase == "assembling":
+                return s[ANALYZER] == "done"
+            return s[sender] == "forwarded"
+
+        point.delay = round(point.fraction * self.forward_seconds(sender), 4)
+        limit = time.monotonic() + PHASE_WAIT
+        missed = False
+        while True:
+            if stop.is_set():
+                raise ChaosError("stopped while waiting for the phase")
+            statuses = {n: chain.round_status(n, round_id) for n in names}
+            if fire(statuses):
+                break
+            if late(statuses) or time.monotonic() > limit:
+                missed = True
+                break
+            time.sleep(0.001)
+        if point.delay and not missed:
+            time.sleep(point.delay)
+            statuses = {n: chain.round_status(n, round_id) for n in names}
+            missed = late(statuses)
+        chain.kill(target)
+        return statuses[target] or "-", missed
+
+    async def _fill_open_rounds(
+        self, point: Point, net: ChainClient, acked: list[Submitted]
+    ) -> None:
+        """If the entry mix's open round holds submissions (one of ours that spilled into it,
+        or anything else), close it with zero-valued fillers so that it is analyzed too."""
+        for _ in range(3):
+            current = await asyncio.to_thread(self.chain.open_round)
+            rounds = {s.round for s in acked}
+            if current is None or (current[1] == 0 and current[0] not in rounds):
+                return
+            round_id, clients = current
+            missing = self.shape.users - clients
+            point.checks.append(f"filling round {round_id} ({clients} submissions) with {missing}")
+            base = point.fillers
+            point.fillers += missing
+            receipts = await asyncio.gather(
+                *(
+                    net.submit_shares(self.shares(0), client_id=f"p{point.index}-f{base + i}")
+                    for i in range(missing)
+                )
+            )
+            acked += [Submitted(r.client, None, r.round) for r in receipts]
+            await asyncio.sleep(0.2)
+
+    async def _check_results(
+        self, point: Point, net: ChainClient, acked: list[Submitted], slots: Sequence[int]
+    ) -> None:
+        """Every round an acknowledged submission went into: its result must be exact."""
+        by_round: dict[int, list[Submitted]] = {}
+        for sub in acked:
+            by_round.setdefault(sub.round, []).append(sub)
+        point.rounds = sorted(by_round)
+        counted: Counter[int] = Counter()
+        problems: list[str] = []
+        for round_id in point.rounds:
+            point.checks.append(f"waiting for the result of round {round_id}")
+            subs = by_round[round_id]
+            try:
+                result = await net.result(round_id)
+            except (RoundAborted, RoundFailed) as exc:
+                point.results[str(round_id)] = {"error": str(exc)}
+                problems.append(f"round {round_id}: {exc}")
+                continue  # its acknowledged submissions stay uncounted: lost
+            raw = result.raw
+            point.results[str(round_id)] = {
+                k: raw.get(k) for k in ("status", "users", "raw_sum", "estimate_exact")
+            }
+            total = int(str(raw.get("raw_sum")))
+            expected = sum(4**s.slot for s in subs if s.slot is not None)
+            if result.users != len(subs):
+                problems.append(
+                    f"round {round_id}: the analyzer counted {result.users} users, "
+                    f"the entry mix acknowledged {len(subs)}"
+                )
+            if total != expected:
+                problems.append(f"round {round_id}: raw sum {total}, expected {expected}")
+            exact = raw.get("estimate_exact")
+            if Fraction(str(exact)) != Fraction(expected, self.shape.precision):
+                problems.append(f"round {round_id}: estimate {exact}, expected {expected}/k")
+            if total >= 4**self.shape.slots:
+                problems.append(f"round {round_id}: raw sum beyond every digit (carry)")
+            digit = 0
+            while total:
+                total, count = divmod(total, 4)
+                if count:
+                    counted[digit] += count
+                digit += 1
+        mine = {s.slot for s in acked if s.slot is not None}
+        point.lost = sum(1 for slot in mine if counted[slot] == 0)
+        point.doubled = sum(
+            max(0, count - 1) if slot in mine else count for slot, count in counted.items()
+        )
+        foreign = sorted(slot for slot in counted if slot not in slots)
+        if foreign:
+            problems.append(f"values of other points counted here: slots {foreign}")
+        if problems:
+            point.checks += problems
+            raise ChaosError("; ".join(problems))
+
+
+# --------------------------------------------------------------------------- report
+
+
+def print_table(points: Sequence[Point], console: Console) -> None:
+    table = Table(title="chaos: SIGKILL a node at a round phase, restart it")
+    for name, justify in (
+        ("point", "right"), ("node", "left"), ("phase", "left"), ("status", "left"),
+        ("stored at kill", "left"),
+        ("round", "right"), ("recovered", "left"), ("lost", "right"), ("doubled", "right"),
+        ("resent", "right"), ("seconds", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for p in points:
+        table.add_row(
+            str(p.index),
+            f"{p.node} ({p.target})",
+            p.phase,
+            p.status_text,
+            p.stored,
+            "-" if p.round is None else str(p.round),
+            "yes" if p.recovered else "NO",
+            str(p.lost),
+            str(p.doubled),
+            str(p.resent),
+            f"{p.seconds:.1f}",
+        )
+    console.print(table)
+    for p in points:
+        if not p.recovered:
+            console.print(f"point {p.index} failed: {p.error or 'inexact result'}")
+            console.print(f"  directory: {p.directory}")
+            for line in p.checks[-6:]:
+                console.print(f"  {line}")
+
+
+def summary_line(points: Sequence[Point], planned: int) -> str:
+    recovered = sum(1 for p in points if p.recovered)
+    lost = sum(p.lost for p in points)
+    doubled = sum(p.doubled for p in points)
+    return f"{recovered} of {planned} recovered, {lost} lost, {doubled} doubled"
+
+
+async def drive(driver: Driver, plan: Sequence[Point], time_limit: float) -> list[Point]:
+    done: list[Point] = []
+    stop_at = time.monotonic() + time_limit
+    broken: str | None = None
+    for point in plan:
+        if broken is None and time.monotonic() >= stop_at:
+            broken = f"not run: the run's time limit ({time_limit:.0f} s) was reached"
+        if broken is not None:
+            point.error = broken
+            done.append(point)
+            continue
+        try:
+            await driver.run_point(point)
+        except ChaosError as exc:  # a fresh chain could not be started
+            broken = f"not run: {exc}"
+        done.append(point)
+        if not driver.args.quiet:
+            mark = "recovered" if point.recovered else f"FAILED: {point.error}"
+            print(
+                f"point {point.index:>3}: {point.node:<8} {point.phase:<11} "
+                f"{point.status_text:<16} {mark} ({point.seconds:.1f} s)",
+                file=sys.stderr,
+            )
+    return done
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--points", type=int, default=30, help="kill points (default 30)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the schedule (default 1)")
+    p.add_argument("--users", type=int, default=8, help="users per round (default 8)")
+    p.add_argument("--messages", type=int, default=8, help="shares per user, >= 4 (default 8)")
+    p.add_argument(
+        "--chunk-size", type=int, default=1, help="payloads per batch chunk (default 1)"
+    )
+    p.add_argument(
+        "--stagger", type=float, default=0.02,
+        help="seconds between users' starts in the submitting phase (default 0.02)",
+    )
+    p.add_argument(
+        "--point-timeout", type=float, default=60.0, help="seconds per point (default 60)"
+    )
+    p.add_argument(
+        "--time-limit", type=float, default=900.0,
+        help="seconds for the whole run; later points are not run (default 900)",
+    )
+    p.add_argument("--json", type=Path, default=None, help="write every detail here")
+    p.add_argument("--keep", action="store_true", help="keep the chain directories")
+    p.add_argument("--quiet", action="store_true", help="no per-point progress lines")
+    args = p.parse_args(argv)
+    if args.points < 1:
+        p.error("--points must be >= 1")
+    if not 2 <= args.users <= MAX_SLOTS:
+        p.error(f"--users must be in 2..{MAX_SLOTS}")
+    if args.messages < 4:
+        p.error("--messages must be >= 4")
+    if not 1 <= args.chunk_size <= 65536:
+        p.error("--chunk-size must be in 1..65536")
+    return args
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    shape = Shape(args.users, args.messages, args.chunk_size)
+    plan = schedule(args.points, args.seed)
+    processes = Processes()
+    console = Console(width=150)
+    started = time.monotonic()
+    driver: Driver | None = None
+    points: list[Point] = []
+    try:
+        driver = Driver(args, shape, processes)
+        points = asyncio.run(drive(driver, plan, args.time_limit))
+    except ChaosError as exc:
+        print(f"chaos: the chain did not start: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: stopping every node", file=sys.stderr)
+        processes.stop_all()
+        if driver is not None:
+            print(f"chain directories kept in {driver.base}", file=sys.stderr)
+        return 130
+    finally:
+        processes.stop_all()
+    seconds = time.monotonic() - started
+    ok = len(points) == args.points and all(p.recovered for p in points)
+    print_table(points, console)
+    line = summary_line(points, args.points)
+    console.print(f"{line}  ({seconds:.1f} s)")
+    if args.json is not None:
+        report = {
+            "summary": line,
+            "ok": ok,
+            "seconds": round(seconds, 3),
+            "seed": args.seed,
+            "points_planned": args.points,
+            "recovered": sum(1 for p in points if p.recovered),
+            "lost": sum(p.lost for p in points),
+            "doubled": sum(p.doubled for p in points),
+            "users": shape.users,
+            "messages": shape.messages,
+            "chunk_size": shape.chunk_size,
+            "modulus": str(shape.modulus),
+            "precision": str(shape.precision),
+            "directory": str(driver.base) if driver is not None else None,
+            "points": [asdict(p) for p in points],
+        }
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    if driver is not None:
+        if ok and not args.keep:
+            shutil.rmtree(driver.base, ignore_errors=True)
+        else:
+            console.print(f"chain directories kept in {driver.base}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

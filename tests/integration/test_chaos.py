@@ -1,0 +1,72 @@
+"""The chaos driver (scripts/chaos.py), quick: SIGKILL each kind of node once — entry mix,
+middle mix, last mix, analyzer — at a seeded round phase, restart it, and check that every
+acknowledged submission was counted exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "chaos.py"
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def run_chaos(*args: str, timeout: float) -> tuple[int, str, str]:
+    """Run the driver; on a timeout stop it with SIGTERM (it then stops its nodes)."""
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        pytest.fail(f"the chaos driver did not finish in {timeout:.0f} s:\n{err[-3000:]}")
+    return proc.returncode, out, err
+
+
+@pytest.mark.slow
+def test_sigkill_of_every_node_kind_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    report = tmp_path / "chaos.json"
+    code, out, err = run_chaos("--points", "4", "--seed", "7", "--users", "6",
+                               "--point-timeout", "40", "--time-limit", "55",
+                               "--json", str(report), timeout=90)
+    data = json.loads(report.read_text())
+    failures = [
+        {k: p[k] for k in ("index", "node", "phase", "stored", "error", "checks", "log_warnings")}
+        for p in data["points"] if not p["recovered"]
+    ]
+    assert code == 0, json.dumps(failures, indent=1)[-6000:] + err[-2000:]
+    assert data["summary"] == "4 of 4 recovered, 0 lost, 0 doubled"
+    assert "4 of 4 recovered, 0 lost, 0 doubled" in out
+    points = data["points"]
+    assert [p["node"] for p in points] == ["entry", "middle", "last", "analyzer"]
+    for p in points:
+        assert p["recovered"] and p["lost"] == 0 and p["doubled"] == 0 and p["error"] is None
+        # the probe's identical resend after its reply was lost, at least
+        assert p["resent"] >= 1
+        assert p["acknowledged"] == 6 + p["fillers"]
+        for result in p["results"].values():
+            assert result["status"] == "ok"
+    assert data["seconds"] < 60
+    # every node process the driver started was stopped, and its directory removed
+    assert processes_mentioning(data["directory"]) == []
+    assert not Path(data["directory"]).exists()
