@@ -33,6 +33,7 @@ __all__ = [
     "RoundOffer",
     "Submit",
     "announcement_frame",
+    "client_id",
     "parse_announcement",
     "parse_announcements",
     "parse_reply",
@@ -254,6 +255,19 @@ class FrameLimits:
     announcements: int = 0
 
 
+def client_id(value: str) -> str:
+    """Return ``value`` if it is a valid client id: 1 to :data:`MAX_CLIENT_ID_LENGTH`
+    printable characters (no control characters, so no NUL).
+
+    :raises MalformedFrame: otherwise.
+    """
+    if not 0 < len(value) <= MAX_CLIENT_ID_LENGTH or not value.isprintable():
+        raise MalformedFrame(
+            f"client id must be 1..{MAX_CLIENT_ID_LENGTH} printable characters"
+        )
+    return value
+
+
 def _round(frame: Mapping[str, object]) -> int:
     return get_int(frame, "round", min_value=0, max_value=ROUND_ID_MAX)
 
@@ -270,7 +284,7 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
     if kind == "submit":
         return Submit(
             round_id=_round(frame),
-            client=get_str(frame, "client", max_length=MAX_CLIENT_ID_LENGTH),
+            client=client_id(get_str(frame, "client", max_length=MAX_CLIENT_ID_LENGTH)),
             onions=tuple(
                 get_bytes_list(
                     frame, "onions", count=limits.messages, item_length=limits.onion_length

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
 
 from mixnet.core.actions import Persist
+from mixnet.core.records import Write
 from mixnet.errors import InternalError
 from mixnet.store import NodeStore, StoreError
 
@@ -80,9 +81,8 @@ class StoreWriter(Generic[T]):
                 groups = [p.writes for p, _ in batch]
                 try:
                     errors = await loop.run_in_executor(self._pool, self.store.apply, groups)
-                except Exception as exc:  # the pool is shut down, or apply itself broke
-                    log.exception("store writer failed")
-                    errors = [StoreError(f"store failed: {exc}")] * len(batch)
+                except Exception:  # a malformed write: apply refused the whole batch
+                    errors = await loop.run_in_executor(self._pool, self._one_by_one, groups)
                 self.commits += 1
                 for (persist, future), error in zip(batch, errors, strict=True):
                     try:
@@ -95,6 +95,17 @@ class StoreWriter(Generic[T]):
                         future.set_result(outcome)
         finally:
             self._flushing = False
+
+    def _one_by_one(self, groups: list[tuple[Write, ...]]) -> list[StoreError | None]:
+        """Apply each group in its own transaction, so that a malformed one fails alone."""
+        errors: list[StoreError | None] = []
+        for group in groups:
+            try:
+                errors.append(self.store.apply([group])[0])
+            except Exception as exc:
+                log.error("store refused a write: %s", exc)
+                errors.append(StoreError(f"store refused the write: {exc}"))
+        return errors
 
     async def drain(self) -> None:
         """Wait until everything queued so far is committed."""

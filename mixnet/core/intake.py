@@ -32,7 +32,7 @@ from mixnet.errors import (
     UnknownRound,
     WrongCount,
 )
-from mixnet.frames import MAX_CLIENT_ID_LENGTH
+from mixnet.frames import client_id
 
 __all__ = [
     "BatchIntake",
@@ -109,8 +109,9 @@ class EntryIntake:
             if self.status == "closed" and self._is_exact_retry(client, onions):
                 return None  # it is in the round: acknowledge it again
             raise RoundClosed(f"round {self.round_id} is {self.status}")
-        if not isinstance(client, str) or not 0 < len(client) <= MAX_CLIENT_ID_LENGTH:
-            raise MalformedFrame(f"client id must be 1..{MAX_CLIENT_ID_LENGTH} characters")
+        if not isinstance(client, str):
+            raise MalformedFrame("client id must be a string")
+        client_id(client)
         if len(onions) != self.messages:
             raise WrongCount(f"expected {self.messages} onions, got {len(onions)}")
         for i, onion in enumerate(onions):
