@@ -131,7 +131,9 @@ class Link:
     retried like any other, a :class:`~mixnet.errors.MixnetError` it raises is not.
     ``retry_for`` is ``None`` to retry connection failures forever (node links) or a number
     of seconds after which the next failure is re-raised (clients). ``backoff`` spaces the
-    retries, ``open_timeout`` (seconds) bounds each connection attempt, ``sleep`` is the
+    retries, ``open_timeout`` (seconds) bounds each connection attempt, ``reply_timeout``
+    (seconds, or ``None`` for no bound) bounds the wait for a reply — a peer that stays
+    silent longer is treated as a lost connection (reconnect, resend) — ``sleep`` is the
     awaitable used to wait (tests inject one). Nothing connects before the first request.
     """
 
@@ -145,6 +147,7 @@ class Link:
         retry_for: float | None = None,
         backoff: Backoff = Backoff(),  # frozen: one shared default is safe
         open_timeout: float = 10.0,
+        reply_timeout: float | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         logger: logging.Logger | None = None,
     ) -> None:
@@ -160,6 +163,9 @@ class Link:
         self.retry_for = retry_for
         self.backoff = backoff
         self.open_timeout = open_timeout
+        if reply_timeout is not None and not (math.isfinite(reply_timeout) and reply_timeout > 0):
+            raise ValueError(f"reply_timeout must be None or a number > 0, got {reply_timeout}")
+        self.reply_timeout = reply_timeout
         self._authenticate = authenticate
         self._sleep = sleep
         self._log = logger if logger is not None else _LOG
@@ -282,7 +288,9 @@ class Link:
     async def _send_recv(self, conn: ClientConnection, data: bytes) -> str | bytes:
         try:
             await conn.send(data)
-            return await conn.recv()
+            if self.reply_timeout is None:
+                return await conn.recv()
+            return await asyncio.wait_for(conn.recv(), self.reply_timeout)
         except CONNECTION_ERRORS:
             raise
         except BaseException:

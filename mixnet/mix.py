@@ -43,6 +43,9 @@ __all__ = ["PEEL_CHUNK", "MixNode"]
 _PREDECESSOR_FRAMES = ("open-round", "abort-round", "batch")
 #: Onions handed to one thread-pool task.
 PEEL_CHUNK = 1024
+#: Seconds a mix waits for its successor's reply before it treats the link as lost and
+#: resends (every node-to-node request is idempotent; a chunk is acknowledged once stored).
+LINK_REPLY_TIMEOUT = 30.0
 #: Seconds ``get-round`` waits for a round to open before answering ``unknown-round``.
 GET_ROUND_WAIT = 30.0
 
@@ -71,6 +74,7 @@ class MixNode(BaseNode):
             authenticate=challenge_response(
                 identity, chain_id=settings.chain_id, node=settings.name
             ),
+            reply_timeout=LINK_REPLY_TIMEOUT,
         )
         super().__init__(settings, store, clock=clock, link=link)
         self.identity = identity

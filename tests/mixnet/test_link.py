@@ -166,6 +166,31 @@ async def test_dropped_connection_resends_the_identical_frame(
     assert url in failures[0].getMessage() and "mix1" in failures[0].getMessage()
 
 
+async def test_a_silent_peer_is_treated_as_a_lost_connection_after_the_reply_timeout() -> None:
+    """A peer that takes a request and never answers (a link that died silently) does not
+    hold the request forever: after ``reply_timeout`` the link reconnects and resends."""
+    received: list[bytes] = []
+
+    async def handler(conn: ServerConnection) -> None:
+        async for raw in conn:
+            assert isinstance(raw, bytes)
+            received.append(raw)
+            if len(received) == 1:
+                continue  # swallow the first copy: no reply, connection kept open
+            await conn.send(encode_frame({"type": "done"}))
+
+    async with serving(handler) as url:
+        link = Link(url, max_size=MAX, reply_timeout=0.2, backoff=FAST, sleep=Sleeps())
+        try:
+            reply = await asyncio.wait_for(link.request({"type": "batch"}, expect="done"), 5)
+        finally:
+            await link.close()
+    assert reply["type"] == "done"
+    assert len(received) == 2 and received[0] == received[1]
+    with pytest.raises(ValueError, match="reply_timeout"):
+        Link("ws://127.0.0.1:1", max_size=MAX, reply_timeout=0)
+
+
 async def test_retry_delays_follow_the_backoff() -> None:
     attempts = 0
 
