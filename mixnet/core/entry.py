@@ -92,6 +92,9 @@ OPEN_RETRY_CAP = 30.0
 #: Finished rounds whose receipts are kept, so that an exact retry of a stored submission is
 #: acknowledged again even after the round closed or the node restarted.
 RECEIPT_ROUNDS = 16
+#: Seconds an opening may take (the chain answering ``open-round``) before the entry mix
+#: gives the round up and aborts it down the chain.
+OPENING_TIMEOUT = 120.0
 
 
 class EntryMachine(MixRounds):
@@ -157,15 +160,22 @@ class EntryMachine(MixRounds):
             assert st.entry is not None
             return st.entry.next_timer()
         if self.opening is not None:
-            return None
+            return self.rounds[self.opening].opened_at + OPENING_TIMEOUT
         return self._retry_at if self._retry_at is not None else 0.0
 
     # ------------------------------------------------------------------ timer
 
     def handle_timer(self, now: float) -> list[Action]:
-        """Apply the deadline to the open round; open a new round when none is open or
-        opening (and no refusal back-off is running)."""
+        """Apply the deadline to the open round; abandon a round whose opening took longer
+        than :data:`OPENING_TIMEOUT` (it is aborted down the chain, so nodes that did open
+        it erase its key; the next opening backs off as after a refusal); open a new round
+        when none is open or opening (and no back-off is running)."""
         actions: list[Action] = []
+        if self.opening is not None:
+            st = self.rounds[self.opening]
+            if now >= st.opened_at + OPENING_TIMEOUT:
+                actions += self._abort(st)
+                self._back_off(now)
         if self.current is not None:
             st = self.rounds[self.current]
             assert st.entry is not None
@@ -250,15 +260,20 @@ class EntryMachine(MixRounds):
                 return []
             self._move(st, RoundStatus.FAILED)
             self.opening = None
-            self._refusals += 1
-            ceiling = min(OPEN_RETRY_CAP, OPEN_RETRY_BASE * 2 ** (self._refusals - 1))
-            self._retry_at = now + ceiling * (0.5 + 0.5 * min(1.0, max(0.0, self.jitter())))
+            self._back_off(now)
             # nodes that did open it must not keep it (and its keys) forever
             return [
                 Persist((EraseKey(st.round_id), SetRound(st.round_id, status=st.status))),
                 Send(AbortRound(st.round_id)),
             ]
         return []
+
+    def _back_off(self, now: float) -> None:
+        """Wait before the next opening: capped exponential in the refusals so far,
+        jittered (uniform in [ceiling/2, ceiling])."""
+        self._refusals += 1
+        ceiling = min(OPEN_RETRY_CAP, OPEN_RETRY_BASE * 2 ** (self._refusals - 1))
+        self._retry_at = now + ceiling * (0.5 + 0.5 * min(1.0, max(0.0, self.jitter())))
 
     # ------------------------------------------------------------------ submissions
 

@@ -30,6 +30,7 @@ from mixnet.core.downstream import AwaitChunk, ChunkStored
 from mixnet.core.entry import (
     OPEN_RETRY_BASE,
     OPEN_RETRY_CAP,
+    OPENING_TIMEOUT,
     RECEIPT_ROUNDS,
     AwaitStored,
     EntryMachine,
@@ -231,8 +232,24 @@ class TestEntryOpening:
         assert keys.calls == [1]
         assert m.status(1) is S.OPENING
         assert m.offer() is None
-        assert m.next_timer() is None  # waits for the chain's answer
+        assert m.next_timer() == NOW + OPENING_TIMEOUT  # waits for the chain's answer
         assert m.handle_timer(NOW + 100) == []  # no second round while one is opening
+
+    def test_an_opening_the_chain_never_answers_is_given_up_and_aborted(self) -> None:
+        m, _ = make_entry()
+        m.handle_timer(NOW)
+        late = NOW + OPENING_TIMEOUT
+        acts = m.handle_timer(late)
+        assert acts == [
+            Persist((ForgetReceipts(1), DropIntake(1), EraseKey(1), SetRound(1, status=S.ABORTED))),
+            Send(AbortRound(1)),
+        ]
+        assert m.status(1) is S.ABORTED and m.opening is None
+        assert m.next_timer() == late + OPEN_RETRY_BASE  # backs off as after a refusal
+        # the chain's late answer is ignored (the abort follows it on the same link)
+        assert m.on_reply(OpenRound(1), RoundKeys(1, downstream(1)), late + 1) == []
+        acts = m.handle_timer(late + OPEN_RETRY_BASE)
+        assert Send(OpenRound(2)) in acts
 
     def test_round_keys_open_the_round_once_committed(self) -> None:
         m, keys = make_entry()
