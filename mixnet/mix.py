@@ -33,14 +33,13 @@ from mixnet.errors import MixnetError, UnknownRound
 from mixnet.frames import AbortRound, Batch, Frame, OpenRound, RoundOffer, Submit, to_wire
 from mixnet.keys import RoundKeyring, announce_round_key
 from mixnet.link import Link, challenge_response, system_uniform
-from mixnet.node import BaseNode
+from mixnet.node import PREDECESSOR_FRAMES, BaseNode
 from mixnet.onion import peel_many
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore
 
 __all__ = ["PEEL_CHUNK", "MixNode"]
 
-_PREDECESSOR_FRAMES = ("open-round", "abort-round", "batch")
 #: Onions handed to one thread-pool task.
 PEEL_CHUNK = 1024
 #: Seconds a mix waits for its successor's reply before it treats the link as lost and
@@ -65,7 +64,7 @@ class MixNode(BaseNode):
             raise ValueError("a mix needs a successor")
         self.role = Role.ENTRY if settings.hop == 0 else Role.RELAY
         self.accepts = (
-            frozenset({"submit"}) if settings.hop == 0 else frozenset(_PREDECESSOR_FRAMES)
+            frozenset({"submit"}) if settings.hop == 0 else PREDECESSOR_FRAMES
         )
         link = Link(
             settings.successor_url,

@@ -53,14 +53,14 @@ from mixnet.store import NodeStore, StoreError
 from mixnet.wire import decode_frame, encode_frame, error_frame, get_bytes, get_str
 from mixnet.writer import StoreWriter
 
-__all__ = ["BaseNode"]
+__all__ = ["PREDECESSOR_FRAMES", "BaseNode"]
 
 log = logging.getLogger("mixnet")
 
 #: Rounds kept in ``/status``'s history.
 STATUS_HISTORY = 32
-#: Frames only the authenticated predecessor may send.
-_PREDECESSOR_ONLY = frozenset({"open-round", "abort-round", "batch"})
+#: Frames only the authenticated predecessor may send (what relays and the sink take).
+PREDECESSOR_FRAMES = frozenset({"open-round", "abort-round", "batch"})
 
 Outcome = list[Action] | MixnetError
 
@@ -379,7 +379,7 @@ class BaseNode:
                 return await extra(raw)
             if kind not in self.accepts:
                 raise UnexpectedFrameType(f"{self.settings.name} does not handle {kind!r}")
-            if kind in _PREDECESSOR_ONLY:
+            if kind in PREDECESSOR_FRAMES:
                 self._require_predecessor(conn)  # before looking inside the frame
             frame = parse_request(kind, raw, self.settings.limits())
             return await self._serve(frame)
@@ -439,7 +439,7 @@ class BaseNode:
 
     # ------------------------------------------------------------------ HTTP
 
-    def routes(self, path: str) -> tuple[int, object] | None:
+    async def routes(self, path: str) -> tuple[int, object] | None:
         """Hook for extra GET routes: return (status, JSON body) or None."""
         return None
 
@@ -459,7 +459,9 @@ class BaseNode:
             "writer_commits": self.writer.commits,
         }
 
-    def _process_request(self, conn: ServerConnection, request: Request) -> Response | None:
+    async def _process_request(
+        self, conn: ServerConnection, request: Request
+    ) -> Response | None:
         if "upgrade" in request.headers.get("Connection", "").lower():
             return None
         path = request.path.split("?", 1)[0]
@@ -475,7 +477,7 @@ class BaseNode:
             del response.headers["Content-Type"]
             response.headers["Content-Type"] = content_type
             return response
-        routed = self.routes(path)
+        routed = await self.routes(path)
         if routed is not None:
             return _json_response(conn, routed[0], routed[1])
         return conn.respond(http.HTTPStatus.NOT_FOUND, "not found\n")

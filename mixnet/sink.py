@@ -22,7 +22,7 @@ from mixnet.core.sink import SinkMachine
 from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import MixnetError
 from mixnet.frames import ROUND_ID_MAX, AbortRound, Batch, Frame, OpenRound
-from mixnet.node import BaseNode
+from mixnet.node import PREDECESSOR_FRAMES, BaseNode
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore
 from mixnet.wire import get_int
@@ -53,7 +53,7 @@ class SinkNode(BaseNode):
     """The chain's sink (``settings.hop == settings.hops``)."""
 
     role = Role.SINK
-    accepts = frozenset({"open-round", "abort-round", "batch"})
+    accepts = PREDECESSOR_FRAMES
 
     def __init__(
         self,
@@ -128,9 +128,13 @@ class SinkNode(BaseNode):
 
     # ------------------------------------------------------------------ results
 
-    def result(self, round_id: int) -> Mapping[str, object] | None:
-        """The round's stored result, or ``None``."""
-        return self.machine.results.get(round_id)
+    async def result(self, round_id: int) -> Mapping[str, object] | None:
+        """The round's stored result, or ``None`` (recent results from memory, older ones
+        from the store)."""
+        recent = self.machine.results.get(round_id)
+        if recent is not None or round_id in self.machine.rounds:
+            return recent
+        return await self.writer.read(self.store.result, round_id)
 
     def published(self, round_id: int) -> None:
         waiter = self._waiters.pop(round_id, None)
@@ -144,7 +148,7 @@ class SinkNode(BaseNode):
 
     async def _on_subscribe(self, raw: dict[str, object]) -> dict[str, object]:
         round_id = get_int(raw, "round", min_value=0, max_value=ROUND_ID_MAX)
-        result = self.result(round_id)
+        result = await self.result(round_id)
         if result is None:
             waiter = self._waiters.setdefault(round_id, asyncio.Event())
             try:
@@ -153,24 +157,27 @@ class SinkNode(BaseNode):
                 if self._waiters.get(round_id) is waiter:
                     del self._waiters[round_id]  # waiters of an unfinished round are freed
                 return {"type": "pending", "round": round_id}
-            result = self.result(round_id)
+            result = await self.result(round_id)
             if result is None:  # pragma: no cover - published means stored
                 return {"type": "pending", "round": round_id}
         return {"type": "result", **result}
 
-    def routes(self, path: str) -> tuple[int, object] | None:
+    async def routes(self, path: str) -> tuple[int, object] | None:
         if path == "/rounds":
-            return 200, sorted(self.machine.rounds)
+            records = await self.writer.read(self.store.rounds)
+            return 200, [rec.round_id for rec in records]
         if not path.startswith("/rounds/"):
             return None
         tail = path[len("/rounds/") :]
         if not tail.isdigit() or len(tail) > 19:
             return 400, {"error": "round id must be a non-negative integer"}
         round_id = int(tail)
-        result = self.result(round_id)
+        result = await self.result(round_id)
         if result is not None:
             return 200, dict(result)
-        known = round_id in self.machine.rounds
+        known = round_id in self.machine.rounds or (
+            await self.writer.read(self.store.round, round_id)
+        ) is not None
         return 404, {"round": round_id, "status": "pending" if known else "unknown"}
 
 

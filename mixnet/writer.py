@@ -27,6 +27,7 @@ __all__ = ["StoreWriter"]
 log = logging.getLogger("mixnet")
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class StoreWriter(Generic[T]):
@@ -106,6 +107,12 @@ class StoreWriter(Generic[T]):
                 log.error("store refused a write: %s", exc)
                 errors.append(StoreError(f"store refused the write: {exc}"))
         return errors
+
+    async def read(self, fn: Callable[..., R], *args: object) -> R:
+        """Run a read of the store on the writer's thread (the store is used by one thread
+        at a time), after every write queued before it was called has been applied."""
+        await self.drain()
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def drain(self) -> None:
         """Wait until everything queued so far is committed."""

@@ -21,7 +21,7 @@ from mixnet.core.actions import Action, Peel, Persist, Reply, Send
 from mixnet.core.downstream import ChunkReceiver
 from mixnet.core.intake import drop_replays
 from mixnet.core.records import EraseKey, NewRound, NodeRecords, SetRound
-from mixnet.core.rounds import KeyFactory, MixRounds, RoundState
+from mixnet.core.rounds import KeyFactory, MixRounds, RoundState, prune_rounds
 from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import InternalError, MixnetError, RoundClosed
 from mixnet.frames import (
@@ -77,6 +77,7 @@ class RelayMachine(ChunkReceiver, MixRounds):
             raise RoundClosed(f"round {r} is {st.status.value} here")
         actions: list[Action] = []
         if st is None:
+            prune_rounds(self.rounds, r)
             key = self.keys(r)
             st = RoundState(r, RoundStatus.OPEN, now, (key.announcement,))
             st.batch = self._new_intake(r)

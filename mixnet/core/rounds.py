@@ -24,11 +24,15 @@ from mixnet.core.records import (
     PutOutbound,
     SetRound,
 )
-from mixnet.core.status import Role, RoundStatus, advance
+from mixnet.core.status import TERMINAL, Role, RoundStatus, advance
 from mixnet.frames import Batch, BatchAck
 from mixnet.keys import RoundKeyAnnouncement
 
-__all__ = ["KeyFactory", "MixRounds", "RoundKey", "RoundState"]
+__all__ = ["KEEP_ROUNDS", "KeyFactory", "MixRounds", "RoundKey", "RoundState", "prune_rounds"]
+
+#: Finished rounds a relay or the sink keeps in memory behind the newest round it opened
+#: (their records stay in the store).
+KEEP_ROUNDS = 16
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,15 @@ class RoundState:
     clients: int | None = None
     outbound: OutboundBatch | None = None
     acked: set[int] = field(default_factory=set)
+
+
+def prune_rounds(rounds: dict[int, RoundState], newest: int) -> list[int]:
+    """Forget finished rounds more than :data:`KEEP_ROUNDS` older than ``newest``; returns
+    their ids. Unfinished rounds are kept whatever their age."""
+    old = [r for r, st in rounds.items() if r <= newest - KEEP_ROUNDS and st.status in TERMINAL]
+    for r in old:
+        del rounds[r]
+    return old
 
 
 class MixRounds:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from mixnet.core.actions import Action, Deliver, DeliveredBatch, Persist, Publish, Reply
 from mixnet.core.downstream import ChunkReceiver
 from mixnet.core.records import DropIntake, NewRound, NodeRecords, PutResult, SetRound
-from mixnet.core.rounds import RoundState
+from mixnet.core.rounds import RoundState, prune_rounds
 from mixnet.core.status import Role, RoundStatus, advance
 from mixnet.errors import RoundClosed
 from mixnet.frames import Aborted, AbortRound, Batch, OpenRound, RoundKeys
@@ -37,6 +37,7 @@ class SinkMachine(ChunkReceiver):
         self.predecessor = predecessor
         self.item_length = item_length
         self.rounds: dict[int, RoundState] = {}
+        #: results of the rounds in :attr:`rounds` (older ones are only in the store)
         self.results: dict[int, Mapping[str, object]] = {}
 
     def status(self, round_id: int) -> RoundStatus | None:
@@ -55,6 +56,8 @@ class SinkMachine(ChunkReceiver):
             raise RoundClosed(f"round {r} is {st.status.value} here")
         actions: list[Action] = []
         if st is None:
+            for old in prune_rounds(self.rounds, r):
+                self.results.pop(old, None)  # stays in the store
             st = RoundState(r, RoundStatus.OPEN, now)
             st.batch = self._new_intake(r)
             self.rounds[r] = st

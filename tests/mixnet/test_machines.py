@@ -1546,3 +1546,25 @@ def test_the_back_off_after_a_refused_opening_is_jittered_within_half_to_full() 
     assert waits == pytest.approx(
         [OPEN_RETRY_BASE * 0.5, 2 * OPEN_RETRY_BASE * 0.9995, 4 * OPEN_RETRY_BASE * 0.75]
     )
+
+
+def test_relays_and_the_sink_forget_finished_rounds_beyond_the_window() -> None:
+    from mixnet.core.rounds import KEEP_ROUNDS
+
+    relay = RelayMachine(
+        name="mix2", predecessor="mix1", item_length=8, chunk_size=4, keys=Keys("mix2", 2)
+    )
+    sink = SinkMachine(predecessor="mix2", item_length=8)
+    for r in range(1, KEEP_ROUNDS + 3):
+        relay.on_open_round(OpenRound(r), NOW)
+        if r < 3:
+            relay.on_abort_round(AbortRound(r), NOW)
+        sink.on_open_round(OpenRound(r), NOW)
+        if r < 3:
+            sink.on_abort_round(AbortRound(r), NOW)
+            sink.delivered(r, {"round": r, "status": "aborted"})
+    # rounds 1 and 2 finished and fell out of the window; round 3.. are open (kept)
+    assert relay.status(1) is None and relay.status(2) is None
+    assert relay.status(3) is S.OPEN
+    assert sink.status(1) is None and 1 not in sink.results
+    assert sink.status(3) is S.OPEN

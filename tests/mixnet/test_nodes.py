@@ -209,3 +209,25 @@ async def test_bad_frames_get_typed_errors_and_the_node_keeps_serving(
             await ws.send(encode_frame({"type": "status"}))
             ok = decode_frame(await ws.recv(), max_size=1 << 20)  # type: ignore[arg-type]
             assert ok["type"] == "status"
+
+
+async def test_the_sink_serves_results_it_no_longer_keeps_in_memory_from_its_store(
+    tmp_path: Path,
+) -> None:
+    policy = RoundPolicy(min_users=1, max_users=1, deadline_seconds=30.0)
+    async with running_chain(tmp_path, mixes=1, messages=1, policy=policy) as chain:
+        client = MixnetClient(
+            chain.config, messages=1, payload_length=WIDTH, sink_url=chain.config.sink.url
+        )
+        async with client:
+            receipt = await client.submit(lambda: payloads([41]))
+            out = await asyncio.wait_for(result(client, receipt.round_id), 30)
+            assert out["sum"] == 41
+            chain.sink.machine.results.clear()  # as pruning does for old rounds
+            del chain.sink.machine.rounds[receipt.round_id]
+            again = await asyncio.wait_for(result(client, receipt.round_id), 30)
+        assert again == out
+        base = f"http://{HOST}:{chain.sink.port}"
+        body = json.loads(await http_get(f"{base}/rounds/{receipt.round_id}"))
+        assert body["sum"] == 41
+        assert receipt.round_id in json.loads(await http_get(f"{base}/rounds"))
