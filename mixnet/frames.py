@@ -23,6 +23,7 @@ __all__ = [
     "AbortRound",
     "Aborted",
     "Accepted",
+    "Authenticate",
     "Batch",
     "BatchAck",
     "Frame",
@@ -32,12 +33,15 @@ __all__ = [
     "RoundKeys",
     "RoundOffer",
     "Submit",
+    "Subscribe",
     "announcement_frame",
     "client_id",
     "parse_announcement",
     "parse_announcements",
+    "parse_authenticate",
     "parse_reply",
     "parse_request",
+    "parse_subscribe",
     "to_wire",
 ]
 
@@ -171,6 +175,41 @@ class BatchAck:
 
     round_id: int
     index: int
+
+
+@dataclass(frozen=True)
+class Authenticate:
+    """predecessor → node: proof that this end of the link is ``node`` (an Ed25519
+    signature over the challenge; see :func:`mixnet.keys.sign_link_challenge`)."""
+
+    node: str
+    signature: bytes
+
+
+@dataclass(frozen=True)
+class Subscribe:
+    """client → sink: wait for the result of ``round_id``."""
+
+    round_id: int
+
+
+def parse_authenticate(frame: Mapping[str, object]) -> Authenticate:
+    """Decode an ``authenticate`` frame.
+
+    :raises MalformedFrame, BadLength: a field is missing or wrong.
+    """
+    return Authenticate(
+        node=get_str(frame, "node", max_length=MAX_NAME_LENGTH),
+        signature=get_bytes(frame, "signature", length=SIGNATURE_LENGTH),
+    )
+
+
+def parse_subscribe(frame: Mapping[str, object]) -> Subscribe:
+    """Decode a ``subscribe`` frame.
+
+    :raises MalformedFrame: the round is missing or out of range.
+    """
+    return Subscribe(_round(frame))
 
 
 Frame = (

@@ -39,8 +39,8 @@ from mixnet.errors import (
     UnexpectedFrameType,
 )
 from mixnet.frames import (
-    MAX_NAME_LENGTH,
     Frame,
+    parse_authenticate,
     parse_reply,
     parse_request,
     to_wire,
@@ -50,7 +50,7 @@ from mixnet.link import Link
 from mixnet.metrics import NodeMetrics
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore, StoreError
-from mixnet.wire import decode_frame, encode_frame, error_frame, get_bytes, get_str
+from mixnet.wire import decode_frame, encode_frame, error_frame, get_str
 from mixnet.writer import StoreWriter
 
 __all__ = ["PREDECESSOR_FRAMES", "BaseNode"]
@@ -417,8 +417,8 @@ class BaseNode:
     def _on_authenticate(self, conn: ServerConnection, raw: dict[str, object]) -> (
         dict[str, object]
     ):
-        node = get_str(raw, "node", max_length=MAX_NAME_LENGTH)
-        signature = get_bytes(raw, "signature")
+        frame = parse_authenticate(raw)
+        node, signature = frame.node, frame.signature
         nonce = self._challenges.pop(conn, None)
         identity = self.settings.predecessor_identity
         if nonce is None:

@@ -21,11 +21,10 @@ from mixnet.core.actions import Action, Deliver, DeliveredBatch, Peel
 from mixnet.core.sink import SinkMachine
 from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import MixnetError
-from mixnet.frames import ROUND_ID_MAX, AbortRound, Batch, Frame, OpenRound
+from mixnet.frames import AbortRound, Batch, Frame, OpenRound, parse_subscribe
 from mixnet.node import PREDECESSOR_FRAMES, BaseNode
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore
-from mixnet.wire import get_int
 
 __all__ = ["SUBSCRIBE_WAIT", "SinkApplication", "SinkNode"]
 
@@ -147,7 +146,7 @@ class SinkNode(BaseNode):
         return self._on_subscribe if kind == "subscribe" else None
 
     async def _on_subscribe(self, raw: dict[str, object]) -> dict[str, object]:
-        round_id = get_int(raw, "round", min_value=0, max_value=ROUND_ID_MAX)
+        round_id = parse_subscribe(raw).round_id
         result = await self.result(round_id)
         if result is None:
             waiter = self._waiters.setdefault(round_id, asyncio.Event())

@@ -21,6 +21,7 @@ from nacl.signing import SigningKey, VerifyKey
 import mixnet.core.policy
 from mixnet.chain import (
     DEFAULT_CHUNK_SIZE,
+    DEFAULT_SINK_TABLE,
     MAX_CHUNK_SIZE,
     NAME_PATTERN,
     RESERVED_SECTIONS,
@@ -195,7 +196,7 @@ VALUES = st.recursive(
     max_leaves=12,
 )
 SECTIONS = st.dictionaries(
-    TEXT.filter(lambda name: name not in RESERVED_SECTIONS),
+    TEXT.filter(lambda name: name not in RESERVED_SECTIONS and name != DEFAULT_SINK_TABLE),
     st.dictionaries(TEXT, VALUES, max_size=5),
     max_size=3,
 )
