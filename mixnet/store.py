@@ -345,7 +345,7 @@ class NodeStore:
             chunks: dict[int, list[Chunk]] = {}
             for r, *rest in conn.execute(
                 "SELECT round_id, sender, idx, chunks, clients, count, dropped, item_length,"
-                " item_count, payloads FROM chunks ORDER BY round_id, sender, idx"
+                " item_count, payloads, digests FROM chunks ORDER BY round_id, sender, idx"
             ):
                 chunks.setdefault(stored_int(r), []).append(chunk_from_row(tuple(rest)))
             outbound = self._outbound(conn)

@@ -104,6 +104,7 @@ CREATE TABLE chunks (
     item_length INTEGER NOT NULL,
     item_count  INTEGER NOT NULL,
     payloads    BLOB NOT NULL,
+    digests     BLOB NOT NULL,
     PRIMARY KEY (round_id, sender, idx)
 );
 CREATE TABLE outbound (
@@ -389,10 +390,11 @@ def _add_chunk(r: int, chunk: object, missing: str) -> tuple[Statement, ...]:
         check_int(chunk.count, "count"),
         check_int(chunk.dropped, "dropped"),
         *_pack(chunk.payloads),
+        _digests(chunk.digests),
     )
     sql = (
         "INSERT INTO chunks (round_id, sender, idx, chunks, clients, count, dropped, payloads,"
-        " item_length, item_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " item_length, item_count, digests) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (round_id, sender, idx) DO NOTHING"
     )
     return (Statement(sql, row, missing=missing),)
@@ -502,6 +504,15 @@ def round_from_row(row: Row) -> RoundRecord:
     )
 
 
+def _digests(value: object) -> bytes:
+    """A chunk's replay-filter digests: bytes, a whole number of 16-byte digests."""
+    if not isinstance(value, bytes):
+        raise TypeError(f"digests must be bytes, not {type(value).__name__}")
+    if len(value) % 16:
+        raise ValueError("digests must be a whole number of 16-byte digests")
+    return value
+
+
 def submission_from_row(row: Row) -> Submission:
     """Rebuild ``(client, digest, item_length, item_count, payloads)``."""
     client, digest, length, count, blob = row
@@ -510,8 +521,8 @@ def submission_from_row(row: Row) -> Submission:
 
 def chunk_from_row(row: Row) -> Chunk:
     """Rebuild ``(sender, idx, chunks, clients, count, dropped, item_length, item_count,
-    payloads)``."""
-    sender, index, chunks, clients, count, dropped, length, items, blob = row
+    payloads, digests)``."""
+    sender, index, chunks, clients, count, dropped, length, items, blob, digests = row
     return Chunk(
         _as(str, sender),
         stored_int(index),
@@ -520,6 +531,7 @@ def chunk_from_row(row: Row) -> Chunk:
         stored_int(count),
         stored_int(dropped),
         unpack(blob, length, items),
+        _as(bytes, digests),
     )
 
 

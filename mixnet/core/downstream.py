@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mixnet.core.actions import Action, Persist, Reply
-from mixnet.core.intake import BatchIntake
+from mixnet.core.intake import ITEM_DIGEST_LENGTH, BatchIntake
 from mixnet.core.records import AddChunk, Chunk, NodeRecords
 from mixnet.core.rounds import RoundState
 from mixnet.core.status import Role, RoundStatus, advance
@@ -83,7 +83,12 @@ class ChunkReceiver:
         raise NotImplementedError
 
     def chunk_ready(
-        self, st: RoundState, batch: Batch, kept: Sequence[bytes], dropped: int
+        self,
+        st: RoundState,
+        batch: Batch,
+        kept: Sequence[bytes],
+        dropped: int,
+        digests: bytes = b"",
     ) -> list[Action]:
         """Ask to store a transformed chunk (``kept`` items, ``dropped`` lost ones); a copy
         of a chunk already on its way to the store waits for that one (writes commit in
@@ -106,6 +111,7 @@ class ChunkReceiver:
             count=batch.count,
             dropped=dropped,
             payloads=tuple(kept),
+            digests=digests,
         )
         return [
             Persist((AddChunk(st.round_id, chunk),), token=ChunkStored(st.round_id, chunk))
@@ -181,4 +187,6 @@ class ChunkReceiver:
                 chunk.dropped,
             )
             st.chunk_payloads[chunk.index] = chunk.payloads
+            for i in range(0, len(chunk.digests), ITEM_DIGEST_LENGTH):
+                st.batch.seen.setdefault(chunk.digests[i : i + ITEM_DIGEST_LENGTH], chunk.index)
         return st.batch.complete

@@ -35,10 +35,12 @@ from mixnet.errors import (
 from mixnet.frames import client_id
 
 __all__ = [
+    "ITEM_DIGEST_LENGTH",
     "BatchIntake",
     "ChunkOutcome",
     "EntryIntake",
-        "drop_replays",
+    "drop_replays",
+    "item_digest",
     "mix_batch",
     "onion_digest",
     "split_chunks",
@@ -58,8 +60,16 @@ def onion_digest(onions: Sequence[bytes]) -> bytes:
     return h.digest()
 
 
-def _item_hash(item: bytes) -> bytes:
-    return hashlib.blake2b(item, digest_size=16).digest()
+#: Bytes of one :func:`item_digest`.
+ITEM_DIGEST_LENGTH = 16
+
+
+def item_digest(item: bytes) -> bytes:
+    """16-byte BLAKE2b digest of one incoming item (the replay filter's key)."""
+    return hashlib.blake2b(item, digest_size=ITEM_DIGEST_LENGTH).digest()
+
+
+_item_hash = item_digest
 
 
 EntryStatus = Literal["open", "closed", "aborted"]

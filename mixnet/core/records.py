@@ -76,6 +76,9 @@ class Chunk:
     ``index`` is in ``[0, chunks)``; ``count`` is the number of items in the sender's whole
     batch; ``dropped`` counts items of this chunk that were replays or failed to peel (not
     stored); ``len(payloads) + dropped`` is the number of items the chunk carried.
+    ``digests`` are the 16-byte digests (:func:`mixnet.core.intake.item_digest`,
+    concatenated) of the incoming items this chunk brought into the round's replay filter,
+    so that a restarted relay still drops their replays.
     """
 
     sender: str
@@ -85,6 +88,7 @@ class Chunk:
     count: int
     dropped: int
     payloads: tuple[bytes, ...]
+    digests: bytes = b""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
 from mixnet.core.downstream import ChunkReceiver
-from mixnet.core.intake import drop_replays
+from mixnet.core.intake import drop_replays, item_digest
 from mixnet.core.records import EraseKey, NewRound, NodeRecords, SetRound
 from mixnet.core.rounds import KeyFactory, MixRounds, RoundState, prune_rounds
 from mixnet.core.status import Role, RoundStatus
@@ -39,10 +39,12 @@ __all__ = ["ChunkPeeled", "RelayMachine"]
 
 @dataclass(frozen=True)
 class ChunkPeeled:
-    """Token of the :class:`Peel` of a chunk: ``replayed`` items were dropped before it."""
+    """Token of the :class:`Peel` of a chunk: ``replayed`` items were dropped before it;
+    ``digests`` are those of the items it brought into the replay filter."""
 
     batch: Batch
     replayed: int
+    digests: bytes = b""
 
 
 class RelayMachine(ChunkReceiver, MixRounds):
@@ -132,7 +134,9 @@ class RelayMachine(ChunkReceiver, MixRounds):
     def _receive(self, st: RoundState, batch: Batch) -> list[Action]:
         assert st.batch is not None
         unique, replayed = drop_replays(batch.payloads, st.batch.seen, batch.index)
-        return [Peel(batch.round_id, unique, ChunkPeeled(batch, replayed))]
+        # the filter entries this chunk made, stored with it so a restart rebuilds the filter
+        digests = b"".join(item_digest(item) for item in unique)
+        return [Peel(batch.round_id, unique, ChunkPeeled(batch, replayed, digests))]
 
     def peeled(self, token: object, results: Sequence[bytes | MixnetError], now: float) -> (
         list[Action]
@@ -144,7 +148,7 @@ class RelayMachine(ChunkReceiver, MixRounds):
         st = self.rounds[token.batch.round_id]
         kept = [p for p in results if isinstance(p, bytes)]
         dropped = token.replayed + len(results) - len(kept)
-        return self.chunk_ready(st, token.batch, kept, dropped)
+        return self.chunk_ready(st, token.batch, kept, dropped, token.digests)
 
     def persisted(self, token: object, now: float) -> list[Action]:
         """Event: a :class:`Persist` with ``token`` committed."""

@@ -300,6 +300,16 @@ def test_add_chunk_keeps_the_first_copy(store: NodeStore) -> None:
     refused(store.apply([[AddChunk(3, chunk("m1", 0))]])[0], "round 3 does not exist")
 
 
+def test_a_chunk_keeps_its_replay_filter_digests(store: NodeStore) -> None:
+    digests = bytes(range(32))  # two 16-byte digests
+    stored = Chunk("m1", 0, chunks=1, clients=1, count=1, dropped=0, payloads=(b"p",),
+                   digests=digests)
+    ok(store, [new(1), AddChunk(1, stored)])
+    assert store.records().chunks == {1: (stored,)}
+    with pytest.raises(ValueError, match="16-byte"):
+        store.apply([[AddChunk(1, Chunk("m1", 1, 2, 1, 1, 0, (), digests=b"x"))]])
+
+
 def test_large_payload_lists_round_trip(store: NodeStore) -> None:
     payloads = tuple(i.to_bytes(24, "big") for i in range(100_000))
     big = Chunk("m1", 0, chunks=1, clients=1, count=100_000, dropped=0, payloads=payloads)
