@@ -23,9 +23,16 @@ with examples in ``docs/chainfile.md``::
     epsilon = 1.0
     delta = 1e-6
 
-Privacy is planned for ``users`` users and a round never closes with fewer than
-``[round].min_users``, so ``users <= min_users`` is required; the analyzer must handle the
-largest round, so the parameters' ``max_users`` must be at least ``[round].max_users``.
+A round closes with any n in ``[round].min_users .. max_users`` users, and the guarantee
+must hold for every such n (:mod:`cloaknet.guarantee`). The bounds move in opposite
+directions: single-user changes (Lemma 11; 13 with colluders) and the BBGN bound weaken as
+rounds shrink, so ``users <= min_users`` is required and the claim is checked at
+``min_users``; sum-preserving changes (Lemma 6; 12 with colluders, ε = (n − 1)·ln β) weaken
+as rounds grow, so the claim is checked at ``max_users``. A plan (``plan = {...}``, made
+with ``max_users = [round].max_users``) or explicit parameters with an informational
+``epsilon``/``delta`` that fail anywhere in that range are refused. The analyzer must
+handle the largest round, so the parameters' ``max_users`` must be at least
+``[round].max_users``.
 """
 
 from __future__ import annotations
@@ -93,8 +100,9 @@ class CloakChain:
     ``TypeError`` for wrong types): ``[round].max_users <= protocol.max_round_users``;
     ``[round].min_users >= protocol.min_round_users`` (and ``>= plan.users``); a protocol
     planned for exactly n users needs ``min_users = max_users = n``; with ``plan``, the
-    protocol is the cloak with ``plan.params``; the protocol sends a whole number of
-    messages per user.
+    protocol is the cloak with ``plan.params`` and the plan meets its target (ε, δ) for every
+    round size ``[round]`` allows (Lemma 6/12 at ``max_users``, Lemma 11/13 and BBGN at
+    ``min_users``); the protocol sends a whole number of messages per user.
     """
 
     config: ChainConfig

@@ -8,6 +8,9 @@ Theorems 1 and 2, for comparison; they need not meet the target, see
 Nissim statistical-distance bound for the same encoder). The reported (ε, δ) are always
 recomputed by :mod:`cloaknet.accounting` from the final, rounded parameters. Choosing between
 bounds and protocols (``cloaknet plan --bound auto``) is :func:`cloaknet.plans.select_plan`.
+Parameters serve rounds of ``users`` to ``max_users`` users, and each bound is planned and
+reported where it is weakest (:mod:`cloaknet.guarantee`): the sum-preserving lemmas (6, 12) at
+``max_users``, the single-user lemmas (11, 13) and BBGN at ``users``.
 How the search works: ``docs/accounting.md``.
 """
 
@@ -23,6 +26,7 @@ from numpy.typing import NDArray
 
 from cloaknet import accounting
 from cloaknet.errors import InfeasiblePlanError, ParameterError
+from cloaknet.guarantee import guarantee_at, weakest_round_size
 from cloaknet.params import MODES, CloakParams, Mode, NoiseParams, share_width
 
 __all__ = ["BOUNDS", "DEFAULT_MAX_MESSAGES", "Bound", "Plan", "plan"]
@@ -44,8 +48,10 @@ _LN2 = math.log(2.0)
 class Plan:
     """A complete parameter choice and what it achieves.
 
-    ``epsilon``/``delta`` are recomputed from the lemma's bound with the final parameters.
-    Error figures are in units of the input (each x_i in [0, 1]).
+    ``epsilon``/``delta`` are recomputed from the lemma's bound with the final parameters,
+    at :attr:`evaluated_at_users`: the worst case over rounds of ``users`` to
+    ``params.max_users`` users. Error figures are in units of the input (each x_i in
+    [0, 1]), for a round of ``users`` users.
     """
 
     mode: Mode
@@ -69,6 +75,13 @@ class Plan:
     @property
     def delta(self) -> float:
         return self.guarantee.delta
+
+    @property
+    def evaluated_at_users(self) -> int:
+        """The round size the guarantee is evaluated at, where it is weakest: ``max_users``
+        for the sum-preserving lemmas (Lemmas 6, 12), ``users`` for the single-user lemmas
+        (Lemmas 11, 13) and BBGN (:func:`cloaknet.guarantee.weakest_round_size`)."""
+        return weakest_round_size(self.mode, self.bound, self.users, self.params.max_users)
 
     @property
     def meets_target(self) -> bool:
@@ -100,6 +113,7 @@ class Plan:
             "noise_q_exact": str(noise.q) if noise else None,
             "epsilon": self.epsilon,
             "delta": self.delta,
+            "evaluated_at_users": self.evaluated_at_users,
             "log_delta": (
                 self.guarantee.log_delta if math.isfinite(self.guarantee.log_delta) else None
             ),
@@ -265,7 +279,7 @@ def _plan_sum_preserving(
     users: int, k: int, n_max: int, colluders: int, epsilon: float, delta: float,
     max_messages: int,
 ) -> Plan:
-    swaps = users - 1
+    swaps = n_max - 1  # Lemma 6's ε = (n − 1)·ln β is largest in the largest round
     n_min = _first_odd_above(3 * n_max * k)
     eps_t = epsilon * (1 - _MARGIN)
     log_delta_t = math.log(delta * (1 - _MARGIN))
@@ -306,10 +320,8 @@ def _finish_sum_preserving(
     params: CloakParams, gamma: float, users: int, colluders: int,
     epsilon: float, delta: float, bound: Bound = "optimized", notes: tuple[str, ...] = (),
 ) -> Plan:
-    lemma = "Lemma 12" if colluders else "Lemma 6"
-    guarantee = accounting.sum_preserving_bound(
-        params.messages, params.modulus, gamma, users - 1, lemma=lemma
-    )
+    """The plan with Lemma 6 (12 with colluders) at the largest round, ``params.max_users``."""
+    guarantee = guarantee_at(params, gamma, bound, params.max_users, colluders)
     return Plan(
         mode="sum-preserving",
         bound=bound,
@@ -412,12 +424,10 @@ def _finish_single_user(
     params: CloakParams, gamma: float, users: int, colluders: int,
     epsilon: float, delta: float, bound: Bound = "optimized", notes: tuple[str, ...] = (),
 ) -> Plan:
+    """The plan with Lemma 11 (13 with colluders) at the smallest round, ``users``."""
     noise = params.noise
     assert noise is not None
-    guarantee = accounting.single_user_bound(
-        params.messages, params.modulus, gamma, params.precision, noise.p, float(noise.q),
-        users, colluders,
-    )
+    guarantee = guarantee_at(params, gamma, bound, users, colluders)
     sd = accounting.noise_std(users, params.precision, params.modulus, noise.p, float(noise.q))
     return Plan(
         mode="single-user",
@@ -439,14 +449,16 @@ def _finish_single_user(
 def _plan_theorem(
     mode: Mode, users: int, k: int, n_max: int, colluders: int, epsilon: float, delta: float
 ) -> Plan:
-    """The constants of the proofs of Theorems 1 and 2 (log read as log₂)."""
-    log_term = math.log2(users * k / (epsilon * delta))
+    """The constants of the proofs of Theorems 1 and 2 (log read as log₂), with n the round
+    size each is checked at: ``n_max`` for Theorem 2 (sum-preserving), ``users`` for Theorem 1."""
+    n = n_max if mode == "sum-preserving" else users
+    log_term = math.log2(n * k / (epsilon * delta))
     threshold = 3 * k * users + 10 / delta + 10 / epsilon
     modulus = _first_odd_above(max(math.floor(threshold), 3 * n_max * k))
     notes = ["constants of the paper's proof (log = log2); not optimized"]
     if mode == "sum-preserving":
         m = math.floor(10 * log_term) + 1  # m > 10 log(nk/(εδ))
-        gamma = epsilon / (10 * users)
+        gamma = epsilon / (10 * n)
         params = CloakParams(modulus, k, max(m, 4), n_max, "sum-preserving", None)
         plan_ = _finish_sum_preserving(
             params, gamma, users, colluders, epsilon, delta, "theorem", tuple(notes)
@@ -485,13 +497,8 @@ def _plan_bbgn_sum_preserving(
     modulus = _first_odd_above(3 * n_max * k)
     sigma_target = -math.log2(delta * (1 - _MARGIN))
     messages = max(4, accounting.bbgn_messages(honest, sigma_target, modulus))
-    sigma = accounting.bbgn_achieved_sigma(messages, honest, modulus)
     params = CloakParams(modulus, k, messages, n_max, "sum-preserving", None)
-    achieved = 2.0**-sigma
-    guarantee = accounting.PrivacyBound(
-        epsilon=0.0, delta=achieved, log_delta=-sigma * _LN2,
-        lemma="BBGN (arXiv 1909.11225)", terms={"sigma": sigma},
-    )
+    guarantee = guarantee_at(params, 0.0, "bbgn", users, colluders)  # weakest at fewest honest
     return Plan(
         mode="sum-preserving", bound="bbgn", users=users, colluders=colluders,
         target_epsilon=float(epsilon), target_delta=delta, params=params, gamma=0.0,
@@ -518,7 +525,7 @@ def plan(
 ) -> Plan:
     """Plan the cloak's parameters for ``users`` honest-or-colluding users.
 
-    :param users: n, the number of users privacy is planned for (a round's ``min_users``).
+    :param users: n, the smallest round privacy is planned for (a round's ``min_users``).
     :param epsilon: target ε > 0.
     :param delta: target δ in (0, 1).
     :param precision: k; defaults to 10·n as in the paper's theorems.
@@ -528,8 +535,10 @@ def plan(
     :param bound: ``"optimized"`` (numeric search over the paper's lemmas), ``"theorem"`` (the
         paper's constants) or ``"bbgn"`` (sum-preserving mode only: the Balle–Bell–Gascón–
         Nissim statistical-distance bound for the same split-and-mix encoder).
-    :param max_users: largest round the parameters must analyze (N > 3·max_users·k);
-        defaults to ``users``.
+    :param max_users: largest round the parameters must analyze (N > 3·max_users·k) and,
+        in sum-preserving mode, be private for (Lemma 6's ε = (n − 1)·ln β grows with n, so
+        the optimized and theorem bounds are planned and reported at ``max_users``; the
+        single-user lemmas and BBGN are weakest at ``users``); defaults to ``users``.
     :param max_messages: search limit on m.
     :param max_rmse: single-user mode only: discard splits whose predicted RMSE exceeds this.
     :raises ParameterError: on invalid arguments.

@@ -85,7 +85,9 @@ class SelectedPlan:
     ``protocol_name`` is ``"cloak"`` (then ``plan`` is the planner's
     :class:`~cloaknet.planner.Plan`) or ``"bbgn"`` (split-and-mix with Pólya noise; then
     ``bbgn`` is its :class:`~cloaknet.protocols.BBGNPlan`). ``epsilon``/``delta`` are the
-    achieved guarantee (recomputed from the bound with the final parameters),
+    achieved guarantee (recomputed from the bound with the final parameters), the worst case
+    over rounds of ``users`` to ``max_users`` users, attained at ``evaluated_at_users``
+    (``max_users`` for the sum-preserving lemmas, ``users`` otherwise; :mod:`cloaknet.guarantee`),
     ``expected_rmse`` the predicted error in input units, ``modulus`` N (messages lie in
     [0, N)), ``precision`` k. ``alternatives`` are the other feasible candidates of an
     ``auto`` selection (empty otherwise).
@@ -104,6 +106,7 @@ class SelectedPlan:
     precision: int
     epsilon: float
     delta: float
+    evaluated_at_users: int
     meets_target: bool
     lemma: str
     expected_rmse: float
@@ -158,6 +161,7 @@ class SelectedPlan:
             "noise_q": 1.0,
             "epsilon": self.epsilon,
             "delta": self.delta,
+            "evaluated_at_users": self.evaluated_at_users,
             "meets_target": self.meets_target,
             "lemma": self.lemma,
             "bits_per_message": self.bits_per_message,
@@ -229,6 +233,7 @@ def _from_plan(request: PlanRequest, made: Plan) -> SelectedPlan:
         precision=params.precision,
         epsilon=made.epsilon,
         delta=made.delta,
+        evaluated_at_users=made.evaluated_at_users,
         meets_target=made.meets_target,
         lemma=made.guarantee.lemma,
         expected_rmse=made.expected_rmse,
@@ -277,6 +282,7 @@ def _bbgn_single_user(request: PlanRequest) -> SelectedPlan:
         precision=b.precision,
         epsilon=b.epsilon,
         delta=(1 + math.exp(b.epsilon)) * 2.0**-sigma,
+        evaluated_at_users=b.users,
         meets_target=True,
         lemma=_BBGN_LEMMA,
         expected_rmse=b.predicted_rmse,
@@ -323,7 +329,9 @@ def select_plan(
 
     :param mode: ``"single-user"`` or ``"sum-preserving"`` neighbouring datasets.
     :param max_users: the largest round the parameters must analyze (default ``users``);
-        the single-user ``bbgn`` protocol is planned for exactly ``users``.
+        sum-preserving plans of the cloak's lemmas are private up to it (planned and reported
+        at ``max_users``, where Lemma 6 is weakest); the single-user ``bbgn`` protocol is
+        planned for exactly ``users``.
     :param colluders: users assumed to reveal everything to the analyst (default 0).
     :param precision: k (default: each bound's own; 10·n for the cloak).
     :param max_messages: limit on messages per user (default

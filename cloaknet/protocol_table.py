@@ -5,8 +5,11 @@ Three forms (``docs/chainfile.md``): the cloak's explicit parameters (what
 loaded), and ``name = "bbgn" | "blanket" | "cheu"`` (a comparison protocol planned for
 exactly ``users`` users). :func:`read_protocol_table` turns any of them into a
 :class:`~cloaknet.protocols.base.SummationProtocol`; every problem is a
-:class:`ChainFileError` naming the field. :mod:`cloaknet.chainfile` adds the generic chain
-and the file itself.
+:class:`ChainFileError` naming the field. A cloak whose guarantee is stated (a plan, or
+explicit parameters with ``epsilon``/``delta``) is checked for every round size ``[round]``
+allows, where each bound is weakest (:mod:`cloaknet.guarantee`): the sum-preserving Lemma 6
+(12) at ``[round].max_users``, the single-user Lemma 11 (13) and BBGN at
+``[round].min_users``. :mod:`cloaknet.chainfile` adds the generic chain and the file itself.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from cloaknet import planner
 from cloaknet.errors import CloakError, InfeasiblePlanError, ParameterError
+from cloaknet.guarantee import range_problem
 from cloaknet.params import MODES, CloakParams, NoiseParams
 from cloaknet.planner import BOUNDS, Plan
 from cloaknet.plans import SelectedPlan
@@ -47,7 +51,8 @@ _EXPLICIT_KEYS = (
     "noise_scale",
     "noise_q",
 )
-#: Keys a plan adds for people to read; ignored when loading (``users`` is checked).
+#: Keys a plan adds for people to read. With ``epsilon`` or ``delta`` the claim is checked
+#: over ``[round]`` (using ``gamma``, ``bound`` and ``colluders``); ``users`` is checked.
 _INFO_KEYS = ("users", "colluders", "epsilon", "delta", "gamma", "bound")
 #: Arguments of ``[protocol].plan`` (those of :func:`cloaknet.planner.plan`).
 _PLAN_KEYS = (
@@ -154,7 +159,9 @@ def check_policy(policy: RoundPolicy, protocol: SummationProtocol, plan: Plan | 
     and ``[round].min_users >= protocol.min_round_users`` and ``>= plan.users`` (privacy is
     planned for that many). A protocol planned for exactly n users (both limits n) needs
     ``min_users = max_users = n``. With ``plan``, ``protocol`` must be the cloak with
-    ``plan.params``."""
+    ``plan.params``, and the plan's guarantee, recomputed for the weakest round size in
+    ``[min_users, max_users]`` (:func:`cloaknet.guarantee.guarantee_over_rounds`), must meet
+    its target (ε, δ)."""
     if plan is not None:
         if not isinstance(plan, Plan):
             raise TypeError(f"plan must be a Plan or None, not {type(plan).__name__}")
@@ -179,6 +186,45 @@ def check_policy(policy: RoundPolicy, protocol: SummationProtocol, plan: Plan | 
             field="protocol.max_users",
         )
     _check_users(low, policy.min_users, field=users_field)
+    if plan is not None:
+        _check_rounds(
+            policy, plan.params, plan.gamma, plan.bound, plan.colluders,
+            {"epsilon": plan.target_epsilon, "delta": plan.target_delta},
+            stated="target", prefix="protocol.plan", field="protocol.plan",
+        )
+
+
+def _check_rounds(
+    policy: RoundPolicy,
+    params: CloakParams,
+    gamma: float,
+    bound: str,
+    colluders: int,
+    limits: Mapping[str, float],
+    *,
+    stated: str,
+    prefix: str,
+    field: str,
+) -> None:
+    """:class:`ChainFileError` unless the guarantee of ``params`` stays within ``limits`` for
+    every round size in ``[policy.min_users, policy.max_users]``
+    (:func:`cloaknet.guarantee.range_problem`: Lemma 6 (12) at ``max_users``, Lemma 11 (13)
+    and BBGN at ``min_users``). ``field`` names the error, or with ``field == "protocol"``
+    its first failing ``protocol.epsilon``/``protocol.delta``."""
+    try:
+        found = range_problem(
+            params, gamma, bound, policy.min_users, policy.max_users, colluders, limits,
+            stated=stated, prefix=prefix,
+        )
+    except ParameterError as exc:
+        raise ChainFileError(
+            f"cannot recompute the stated guarantee for rounds of [round].min_users = "
+            f"{policy.min_users} to [round].max_users = {policy.max_users} users: {exc}",
+            field=field,
+        ) from None
+    if found is not None:
+        key, problem = found
+        raise ChainFileError(problem, field=field if field != "protocol" else f"{field}.{key}")
 
 
 # --------------------------------------------------------------------------- reading
@@ -390,7 +436,7 @@ def _explicit(table: Mapping[str, Any], policy: RoundPolicy) -> CloakParams:
             if key in table:
                 raise ChainFileError("allowed in single-user mode only", field=f"protocol.{key}")
     try:
-        return CloakParams(
+        params = CloakParams(
             modulus=modulus,
             precision=precision,
             messages=messages,
@@ -400,6 +446,45 @@ def _explicit(table: Mapping[str, Any], policy: RoundPolicy) -> CloakParams:
         )
     except ParameterError as exc:
         raise ChainFileError(str(exc), field="protocol") from None
+    _check_claim(table, params, policy)
+    return params
+
+
+def _check_claim(table: Mapping[str, Any], params: CloakParams, policy: RoundPolicy) -> None:
+    """Check the explicit table's informational ``epsilon``/``delta`` (if either is given)
+    over every round size of ``policy`` (:func:`_check_rounds`: Lemma 6/12 at
+    ``max_users``, Lemma 11/13 and BBGN at ``min_users``), with its ``gamma`` (required
+    then, except for the BBGN bound), ``bound`` (default ``optimized``) and ``colluders``
+    (default 0). Parameters too small for ``[round].max_users`` are left to
+    :func:`check_policy`."""
+    limits: dict[str, float] = {}
+    for key in ("epsilon", "delta"):
+        if key in table:
+            value = table[key]
+            limits[key] = _number(value, f"protocol.{key}", kind=_type_name(value))
+    if not limits or params.max_users < policy.max_users:
+        return
+    bound = table.get("bound", "optimized")
+    if not isinstance(bound, str) or bound not in BOUNDS:
+        raise ChainFileError(
+            f"expected one of {', '.join(BOUNDS)}, got {_show(bound)}", field="protocol.bound"
+        )
+    colluders = _int(table.get("colluders", 0), "protocol.colluders")
+    gamma = 0.0
+    if params.mode == "single-user" or bound != "bbgn":
+        if "gamma" not in table:
+            raise ChainFileError(
+                "missing: needed to check the stated protocol.epsilon/protocol.delta over "
+                f"rounds of [round].min_users = {policy.min_users} to [round].max_users = "
+                f"{policy.max_users} users",
+                field="protocol.gamma",
+            )
+        value = table["gamma"]
+        gamma = _number(value, "protocol.gamma", kind=_type_name(value))
+    _check_rounds(
+        policy, params, gamma, bound, colluders, limits,
+        stated="claimed", prefix="protocol", field="protocol",
+    )
 
 
 # --------------------------------------------------------------------------- writing

@@ -132,7 +132,7 @@ def _print_toml(chosen: SelectedPlan, result: dict[str, Any]) -> None:
     print(
         f"# cloaknet plan: {result['mode']}, {result['bound']} bound, "
         f"epsilon = {result['epsilon']:.6g}, delta = {result['delta']:.4g} "
-        f"({result['lemma']})"
+        f"({result['lemma']}, worst case at n = {result['evaluated_at_users']} users)"
     )
     if chosen.plan is None:
         print(
@@ -158,7 +158,8 @@ def _plan_table(result: dict[str, Any], alternatives: list[dict[str, Any]]) -> N
     table.add_column("value", justify="right")
     table.add_column("meaning")
     rows: list[tuple[str, str, str]] = [
-        ("users n", f"{result['users']:,}", "privacy planned for this many users"),
+        ("users n", f"{result['users']:,}", "smallest round privacy is planned for"),
+        ("max users", f"{result['max_users']:,}", "largest round the parameters serve"),
         ("colluders |C|", f"{result['colluders']:,}", "users assumed to reveal all to the analyst"),
         ("messages per user m", f"{result['messages_per_user']}", "shares each user sends"),
         ("modulus N", f"{result['modulus']}", f"{result['bits_per_message']} bits per message"),
@@ -180,9 +181,11 @@ def _plan_table(result: dict[str, Any], alternatives: list[dict[str, Any]]) -> N
                 ("noise p", f"{result['noise_p']:.10g}", "D_{N,p}: mass ratio between neighbours"),
                 ("noise q", f"{result['noise_q']:.6g}", "probability a user adds noise"),
             ]
+    worst = f"{result['evaluated_at_users']:,}"
     rows += [
         ("epsilon achieved", f"{result['epsilon']:.6g}", f"target {result['target_epsilon']:g}"),
         ("delta achieved", f"{result['delta']:.4g}", f"target {result['target_delta']:g}"),
+        ("evaluated at n", worst, "round size where the bound is weakest (worst case)"),
         ("bound", str(result["lemma"]), "what the (epsilon, delta) is computed from"),
         (
             "bytes per user",
@@ -204,7 +207,8 @@ def _plan_table(result: dict[str, Any], alternatives: list[dict[str, Any]]) -> N
         console.print(
             f"{label}: m = {alt['messages_per_user']}, {alt['bits_per_message']}-bit N, "
             f"{alt['bytes_per_user']} bytes/user, epsilon = {alt['epsilon']:.4g}, "
-            f"delta = {alt['delta']:.3g}, RMSE {alt['expected_rmse']:.3g} ({verdict} the target)"
+            f"delta = {alt['delta']:.3g} at n = {alt['evaluated_at_users']:,}, "
+            f"RMSE {alt['expected_rmse']:.3g} ({verdict} the target)"
         )
 
 

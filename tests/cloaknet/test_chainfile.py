@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from nacl.signing import SigningKey
 
+from cloaknet import accounting as acc
 from cloaknet.chainfile import (
     ChainFileError,
     CloakChain,
@@ -107,7 +108,7 @@ def test_explicit_params_with_modulus_beyond_64_bits() -> None:
     assert cloak_params(as_int).modulus == 6823978031
 
 
-def test_fractions_may_be_integers_and_informational_keys_are_ignored() -> None:
+def test_fractions_may_be_integers_and_a_claim_that_holds_loads() -> None:
     protocol = {**SINGLE_USER, "noise_scale": 208333, "noise_q": "1",
                 "users": 100, "colluders": 0, "epsilon": 1.0, "delta": 1e-6, "gamma": 0.25,
                 "bound": "optimized"}
@@ -140,6 +141,88 @@ def test_plan_users_default_to_min_users() -> None:
     )
     assert chain.plan is not None and chain.plan.users == 100
     assert cloak_params(chain).precision == 1000  # the planner's default 10·users
+
+
+# --------------------------------------------------------------------------- round ranges
+
+#: What ``cloaknet plan --users 1000 --max-users 10000 --mode sum-preserving --bound optimized
+#: -e 1 -d 1e-6 --toml`` wrote before issue 11: Lemma 6 evaluated at 1,000 users only.
+PLANNED_FOR_1000 = {
+    "mode": "sum-preserving", "messages": 76, "modulus": "21384353075487", "precision": 10000,
+    "max_users": 10000, "users": 1000, "colluders": 0, "epsilon": 0.9680701744705262,
+    "delta": 9.99999998999201e-07, "gamma": 0.0004845195689269557, "bound": "optimized",
+}
+
+
+def test_sum_preserving_claim_is_checked_at_the_largest_round(tmp_path: Path) -> None:
+    path = tmp_path / "chain.toml"
+    write_chain_config(path, make_config(dict(PLANNED_FOR_1000), min_users=1000,
+                                         max_users=10_000))
+    with pytest.raises(ChainFileError) as info:
+        load_chain(path)
+    error = info.value
+    assert error.field == "protocol.epsilon" and error.source == str(path)
+    message = str(error)
+    assert "\n" not in message and "Lemma 6" in message
+    assert "[round].max_users = 10000" in message and "protocol.epsilon = 0.9681" in message
+    assert "epsilon = 9.689" in message  # (n − 1)·ln β at n = 10,000
+    # the same parameters hold for rounds of exactly 1,000 users ...
+    chain = chain_from_config(make_config(dict(PLANNED_FOR_1000), min_users=1000,
+                                          max_users=1000))
+    assert cloak_params(chain).messages == 76
+    # ... and without a claimed (epsilon, delta) there is nothing to check
+    bare = {key: PLANNED_FOR_1000[key] for key in ("mode", "messages", "modulus", "precision")}
+    chain_from_config(make_config(bare, min_users=1000, max_users=10_000))
+
+
+def test_plan_in_file_is_made_for_the_largest_round() -> None:
+    request = {"epsilon": 1.0, "delta": 1e-6, "mode": "sum-preserving", "bound": "optimized"}
+    chain = chain_from_config(make_config({"plan": request}, min_users=1000, max_users=10_000))
+    made = chain.plan
+    assert made is not None and made.users == 1000 and made.evaluated_at_users == 10_000
+    prm = made.params
+    at_largest = acc.sum_preserving_bound(prm.messages, prm.modulus, made.gamma, 10_000 - 1)
+    assert at_largest.epsilon <= 1.0 and at_largest.delta <= 1e-6
+    # the written form of that plan loads back, its claim checked
+    chain_from_config(make_config(protocol_section(prm, made), min_users=1000,
+                                  max_users=10_000))
+
+
+def test_plan_that_misses_its_target_in_some_round_is_refused() -> None:
+    request = {"epsilon": 1.0, "delta": 1e-6, "mode": "sum-preserving", "bound": "theorem"}
+    with pytest.raises(ChainFileError, match=r"protocol\.plan\.delta = 1e-06") as info:
+        chain_from_config(make_config({"plan": request}, min_users=1000, max_users=10_000))
+    assert info.value.field == "protocol.plan" and "[round].max_users = 10000" in str(info.value)
+    made = plan(1000, 1.0, 1e-6, mode="sum-preserving", max_users=10_000)
+    stale = dataclasses.replace(made, params=dataclasses.replace(made.params, max_users=20_000))
+    with pytest.raises(ChainFileError, match=r"max_users = 20000"):  # not for 20,000 users
+        CloakChain(make_config(min_users=1000, max_users=20_000),
+                   CloakProtocol.from_plan(stale), stale)
+
+
+def test_single_user_claim_is_still_checked_at_the_smallest_round() -> None:
+    made = plan(100, 1.0, 1e-6, precision=10000, max_users=1000)
+    assert made.evaluated_at_users == 100
+    section = protocol_section(made.params, made)
+    chain_from_config(make_config(section))  # rounds of 100..1000 users
+    # claim what the parameters give at 1,000 users: false for rounds of 100 users
+    prm = made.params
+    assert prm.noise is not None
+    at_1000 = acc.single_user_bound(prm.messages, prm.modulus, made.gamma, prm.precision,
+                                    prm.noise.p, float(prm.noise.q), 1000)
+    claim = {**section, "epsilon": at_1000.epsilon, "delta": at_1000.delta}
+    with pytest.raises(ChainFileError, match=r"\[round\]\.min_users = 100 ") as info:
+        chain_from_config(make_config(claim))
+    assert info.value.field in ("protocol.epsilon", "protocol.delta")
+    assert "Lemma 11" in str(info.value)
+    chain_from_config(make_config(claim, min_users=1000))  # true when rounds have 1,000 users
+
+
+def test_claim_without_gamma_cannot_be_checked() -> None:
+    claim = {key: value for key, value in PLANNED_FOR_1000.items() if key != "gamma"}
+    with pytest.raises(ChainFileError, match="missing") as info:
+        chain_from_config(make_config(claim, min_users=1000, max_users=1000))
+    assert info.value.field == "protocol.gamma"
 
 
 # --------------------------------------------------------------------------- broken [protocol]

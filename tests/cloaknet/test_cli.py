@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -250,3 +251,47 @@ def test_plan_suggests_what_more_messages_buy(capsys: pytest.CaptureFixture[str]
     tip = next(line for line in out.splitlines() if line.startswith("tip:"))
     m_tip = int(tip.split("m = ")[1].split(",")[0])
     assert m_tip > 53  # m-first leaves noise at m = 53; one or two more messages halve it
+
+
+SCENARIO = ["-n", "1000", "--max-users", "10000", "-e", "1", "-d", "1e-6",
+            "--mode", "sum-preserving", "--bound", "optimized"]
+
+
+def test_plan_reports_the_worst_round_of_the_range(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 11: sum-preserving (Lemma 6) is planned and reported at --max-users."""
+    from cloaknet import accounting
+
+    code, out, _ = run(capsys, "plan", *SCENARIO, "--json")
+    data = json.loads(out)
+    assert code == 0 and data["users"] == 1000 and data["max_users"] == 10_000
+    assert data["evaluated_at_users"] == 10_000 and data["lemma"] == "Lemma 6"
+    again = accounting.sum_preserving_bound(
+        data["messages_per_user"], int(data["modulus"]), data["gamma"], 10_000 - 1
+    )
+    assert (data["epsilon"], data["delta"]) == (again.epsilon, again.delta)
+    assert again.epsilon <= 1 and again.delta <= 1e-6 and data["meets_target"]
+    code, out, _ = run(capsys, "plan", *SCENARIO)
+    assert code == 0
+    row = next(line for line in out.splitlines() if "evaluated at n" in line)
+    assert "10,000" in row
+    assert f"{data['epsilon']:.6g}" in out
+    code, out, _ = run(capsys, "plan", *SCENARIO, "--toml")
+    assert code == 0 and "at n = 10000 users" in out.splitlines()[0]
+    # single-user changes: still evaluated at the smallest round
+    code, out, _ = run(capsys, "plan", "-n", "1000", "--max-users", "10000", "-e", "1", "-d",
+                       "1e-6", "--bound", "optimized", "--json")
+    assert code == 0 and json.loads(out)["evaluated_at_users"] == 1000
+
+
+def test_node_refuses_a_chain_whose_rounds_outgrow_the_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mixnet.chain import write_chain_config
+    from tests.cloaknet.test_chainfile import PLANNED_FOR_1000, make_config
+
+    path = tmp_path / "chain.toml"
+    write_chain_config(path, make_config(dict(PLANNED_FOR_1000), min_users=1000,
+                                         max_users=10_000))
+    code, _, err = run(capsys, "node", "--chain", str(path), "--name", "analyzer")
+    assert code == 2 and err.count("\n") == 1
+    assert "protocol.epsilon" in err and "[round].max_users = 10000" in err

@@ -17,10 +17,13 @@ JSON_KEYS = {
 
 
 def recompute(result: Plan) -> acc.PrivacyBound:
-    """Recompute the guarantee straight from the accountant, not from the plan's own copy."""
+    """Recompute the guarantee straight from the accountant, not from the plan's own copy:
+    sum-preserving (Lemma 6) at the largest round, single-user (Lemma 11/13) at the smallest."""
     prm = result.params
     if result.mode == "sum-preserving":
-        return acc.sum_preserving_bound(prm.messages, prm.modulus, result.gamma, result.users - 1)
+        return acc.sum_preserving_bound(
+            prm.messages, prm.modulus, result.gamma, prm.max_users - 1
+        )
     assert prm.noise is not None
     return acc.single_user_bound(
         prm.messages, prm.modulus, result.gamma, prm.precision, prm.noise.p,
@@ -177,3 +180,60 @@ def test_bbgn_bound_for_sum_preserving_changes() -> None:
         plan(10**4, 1.0, 1e-6, mode="single-user", bound="bbgn")
     with pytest.raises(ParameterError, match="3 honest"):
         plan(10, 1.0, 1e-6, mode="sum-preserving", bound="bbgn", colluders=8)
+
+
+# --------------------------------------------------------------------------- round ranges
+
+
+def test_sum_preserving_plan_holds_in_the_largest_round() -> None:
+    """Issue 11: Lemma 6's ε = (n − 1)·ln β grows with n, so a plan for rounds of 1,000 to
+    10,000 users must meet the target at 10,000 users (it used to give ε = 9.7 there)."""
+    made = plan(1000, 1.0, 1e-6, mode="sum-preserving", bound="optimized", max_users=10_000)
+    prm = made.params
+    assert made.users == 1000 and prm.max_users == 10_000
+    assert made.evaluated_at_users == 10_000
+    at_largest = acc.sum_preserving_bound(prm.messages, prm.modulus, made.gamma, 10_000 - 1)
+    assert at_largest.epsilon <= 1.0 and at_largest.delta <= 1e-6
+    assert (made.epsilon, made.delta) == (at_largest.epsilon, at_largest.delta)
+    for n in (1000, 2500, 9999):  # smaller rounds: strictly weaker changes, better bounds
+        smaller = acc.sum_preserving_bound(prm.messages, prm.modulus, made.gamma, n - 1)
+        assert smaller.epsilon < at_largest.epsilon and smaller.delta < at_largest.delta
+    json_ = made.to_json()
+    assert json_["evaluated_at_users"] == 10_000 and json_["epsilon"] == at_largest.epsilon
+    # what planning for the smallest round alone gives is not private at 10,000 users
+    small = plan(1000, 1.0, 1e-6, mode="sum-preserving", bound="optimized")
+    reused = acc.sum_preserving_bound(
+        small.params.messages, small.params.modulus, small.gamma, 10_000 - 1
+    )
+    assert reused.epsilon > 9 and reused.delta > 1e-3
+
+
+def test_sum_preserving_with_colluders_and_theorem_use_the_largest_round() -> None:
+    made = plan(1000, 1.0, 1e-6, mode="sum-preserving", colluders=10, max_users=5000)
+    prm = made.params
+    lemma12 = acc.sum_preserving_bound(prm.messages, prm.modulus, made.gamma, 4999,
+                                       lemma="Lemma 12")
+    assert made.guarantee == lemma12 and made.meets_target
+    theorem = plan(1000, 1.0, 1e-6, mode="sum-preserving", bound="theorem", max_users=5000)
+    k = 10 * 1000
+    assert theorem.gamma == pytest.approx(1.0 / (10 * 5000))
+    assert theorem.params.messages == math.floor(10 * math.log2(5000 * k / 1e-6)) + 1
+    assert theorem.evaluated_at_users == 5000
+
+
+def test_single_user_and_bbgn_are_still_checked_at_the_smallest_round() -> None:
+    single = plan(1000, 1.0, 1e-6, max_users=10_000)
+    assert single.evaluated_at_users == 1000 and single.to_json()["evaluated_at_users"] == 1000
+    prm = single.params
+    assert prm.noise is not None
+    at = {
+        n: acc.single_user_bound(prm.messages, prm.modulus, single.gamma, prm.precision,
+                                 prm.noise.p, float(prm.noise.q), n)
+        for n in (1000, 10_000)
+    }
+    assert single.guarantee == at[1000] and single.meets_target
+    assert at[10_000].epsilon <= at[1000].epsilon and at[10_000].delta <= at[1000].delta
+    bbgn = plan(1000, 1.0, 1e-6, mode="sum-preserving", bound="bbgn", max_users=10_000)
+    assert bbgn.evaluated_at_users == 1000
+    assert bbgn.delta == 2.0 ** -acc.bbgn_achieved_sigma(bbgn.params.messages, 1000,
+                                                          bbgn.params.modulus)

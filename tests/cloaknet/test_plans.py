@@ -29,6 +29,8 @@ def _fits(selected: SelectedPlan) -> None:
     assert data.keys() >= JSON_KEYS
     assert data["messages_per_user"] == selected.messages and data["bound"] == selected.bound
     assert data["epsilon"] == selected.epsilon and data["delta"] == selected.delta
+    assert data["evaluated_at_users"] == selected.evaluated_at_users
+    assert selected.evaluated_at_users in (selected.users, selected.max_users)
     assert data["bytes_per_user"] == selected.bytes_per_user
     assert data["expected_rmse"] == selected.expected_rmse
 
