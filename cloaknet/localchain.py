@@ -1,40 +1,29 @@
 """A whole chain — L mixes and the analyzer — in one event loop, on ephemeral loopback ports.
 
 For tests and experiments that want real sockets, real crypto and real sqlite without
-separate processes (the ``cloaknet demo`` command runs separate processes instead).
-
-Each node's settings come from :func:`mixnet.settings.node_settings` applied to the chain's
-configuration, exactly as ``cloaknet node`` derives them from a chain file. Ports are only
-known once a node is listening, so nodes are started from the analyzer backwards: each mix is
-configured after its successor has bound its port, and nodes not started yet are listed at a
-placeholder address (``ws://unstarted.invalid:<hop + 1>``) that no settings ever use.
+separate processes (the ``cloaknet demo`` command runs separate processes instead): the
+generic :func:`mixnet.localchain.run_local_chain` with the analyzer as its sink.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from cloaknet.analyzer_node import analyzer_node
 from cloaknet.chainfile import SINK_TABLE, CloakChain
 from cloaknet.protocols import SummationProtocol
-from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
-from mixnet.keys import generate_identity
+from mixnet.chain import ChainConfig, RoundPolicy
+from mixnet.localchain import HOST, run_local_chain
 from mixnet.mix import MixNode
 from mixnet.node import BaseNode
-from mixnet.settings import node_settings
+from mixnet.settings import NodeSettings
 from mixnet.sink import SinkNode
 from mixnet.store import NodeStore
 
 __all__ = ["HOST", "LocalChain", "local_chain"]
-
-#: Every node of a local chain listens on this address.
-HOST = "127.0.0.1"
-#: Host of the placeholder URLs of nodes not started yet (``.invalid`` never resolves).
-_UNSTARTED = "unstarted.invalid"
 
 
 @dataclass
@@ -78,60 +67,25 @@ async def local_chain(
     :raises ChainConfigError: ``chain_id`` is not a valid name.
     :raises OSError: a store cannot be opened or a node cannot listen.
     """
-    if mixes < 1:
-        raise ValueError(f"a chain needs at least one mix, got mixes={mixes}")
-    names = [*(f"mix{i + 1}" for i in range(mixes)), "analyzer"]
-    identities = [generate_identity() for _ in range(mixes)]
+    if not isinstance(protocol, SummationProtocol):
+        raise TypeError(f"protocol must be a SummationProtocol, not {type(protocol).__name__}")
 
-    def config_with(urls: Mapping[str, str]) -> ChainConfig:
-        def url(hop: int) -> str:
-            return urls.get(names[hop], f"ws://{_UNSTARTED}:{hop + 1}")
+    def check(config: ChainConfig) -> CloakChain:
+        return CloakChain(config, protocol)
 
-        return ChainConfig(
-            chain_id=chain_id,
-            mixes=tuple(
-                NodeInfo(names[hop], url(hop), identities[hop].verify_key)
-                for hop in range(mixes)
-            ),
-            sink=NodeInfo(names[mixes], url(mixes), None),
-            policy=policy,
-            sections={},
-            sink_table=SINK_TABLE,
-        )
+    def make_sink(settings: NodeSettings, store: NodeStore) -> SinkNode:
+        return analyzer_node(settings, store, protocol, dump_dir=dump_dir)
 
-    chain = CloakChain(config_with({}), protocol)
-    stores: list[NodeStore] = []
-    started: list[BaseNode] = []
-    try:
-        urls: dict[str, str] = {}
-        mix_nodes: list[MixNode] = []
-        sink: SinkNode | None = None
-        for hop in range(mixes, -1, -1):
-            name = names[hop]
-            settings = node_settings(
-                config_with(urls),
-                name,
-                messages=chain.messages,
-                payload_length=chain.payload_length,
-            )
-            store = NodeStore(directory / f"{name}.db")
-            stores.append(store)
-            node: BaseNode
-            if hop == mixes:
-                sink = analyzer_node(settings, store, protocol, dump_dir=dump_dir)
-                node = sink
-            else:
-                mix = MixNode(settings, store, identities[hop])
-                mix_nodes.insert(0, mix)
-                node = mix
-            port = await node.start(HOST, 0)
-            started.append(node)
-            urls[name] = f"ws://{HOST}:{port}"
-        assert sink is not None
-        running = dataclasses.replace(chain, config=config_with(urls))
-        yield LocalChain(running, mix_nodes, sink)
-    finally:
-        for node in reversed(started):
-            await node.stop()
-        for store in stores:
-            store.close()
+    async with run_local_chain(
+        directory,
+        make_sink,
+        policy,
+        messages=protocol.message_count,
+        payload_length=protocol.bytes_per_message,
+        mixes=mixes,
+        chain_id=chain_id,
+        sink_name="analyzer",
+        sink_table=SINK_TABLE,
+        check=check,
+    ) as running:
+        yield LocalChain(CloakChain(running.config, protocol), running.mixes, running.sink)

@@ -57,7 +57,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,17 +69,16 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 import mixnet.sink
-from mixnet.chain import ChainConfig, NodeInfo
 from mixnet.client import MixnetClient
 from mixnet.core.actions import DeliveredBatch
 from mixnet.core.policy import RoundPolicy
 from mixnet.errors import ERRORS_BY_CODE, InternalError, MixnetError
 from mixnet.frames import MAX_CLIENT_ID_LENGTH, MAX_NAME_LENGTH, ROUND_ID_MAX
 from mixnet.keys import sign_link_challenge
-from mixnet.mix import MixNode
+from mixnet.localchain import RunningChain, run_local_chain
 from mixnet.node import BaseNode
 from mixnet.onion import binding_tag
-from mixnet.settings import node_settings
+from mixnet.settings import NodeSettings
 from mixnet.sink import SinkNode
 from mixnet.store import NodeStore
 from mixnet.wire import decode_frame, encode_frame
@@ -175,59 +174,26 @@ class SumApp:
         return {"round": round_id, "status": "aborted"}
 
 
-@dataclass
-class FuzzChain:
-    config: ChainConfig
-    mixes: list[MixNode]
-    sink: SinkNode
-    identities: dict[str, SigningKey]
-    stores: list[NodeStore]
+FuzzChain = RunningChain
 
 
-@contextlib.asynccontextmanager
-async def fuzz_chain(
+def fuzz_chain(
     directory: Path, *, mixes: int, messages: int, policy: RoundPolicy
-) -> AsyncIterator[FuzzChain]:
-    """Start the sink, then the mixes from the last to the entry (so that each knows its
-    successor's port), on 127.0.0.1 port 0, each with its own sqlite store; stop them all on
-    exit."""
-    keys = [SigningKey.generate() for _ in range(mixes)]
-    names = [f"mix{i + 1}" for i in range(mixes)]
-    urls = {n: f"ws://{HOST}:{i + 1}" for i, n in enumerate([*names, "sink"])}
-    stores: list[NodeStore] = []
-    started: list[BaseNode] = []
+) -> contextlib.AbstractAsyncContextManager[RunningChain]:
+    """A local chain (mixnet.localchain) whose sink runs :class:`SumApp`."""
 
-    def config() -> ChainConfig:
-        return ChainConfig(
-            chain_id=CHAIN_ID,
-            mixes=tuple(NodeInfo(n, urls[n], keys[i].verify_key) for i, n in enumerate(names)),
-            sink=NodeInfo("sink", urls["sink"], None),
-            policy=policy,
-            sections={},
-        )
+    def make_sink(settings: NodeSettings, store: NodeStore) -> SinkNode:
+        return SinkNode(settings, store, SumApp(messages))
 
-    try:
-        store = NodeStore(directory / "sink.db")
-        stores.append(store)
-        settings = node_settings(config(), "sink", messages=messages, payload_length=WIDTH)
-        sink = SinkNode(settings, store, SumApp(messages))
-        urls["sink"] = f"ws://{HOST}:{await sink.start(HOST, 0)}"
-        started.append(sink)
-        nodes: list[MixNode] = []
-        for hop in range(mixes - 1, -1, -1):
-            store = NodeStore(directory / f"{names[hop]}.db")
-            stores.append(store)
-            settings = node_settings(config(), names[hop], messages=messages, payload_length=WIDTH)
-            mix = MixNode(settings, store, keys[hop])
-            urls[names[hop]] = f"ws://{HOST}:{await mix.start(HOST, 0)}"
-            started.append(mix)
-            nodes.insert(0, mix)
-        yield FuzzChain(config(), nodes, sink, dict(zip(names, keys, strict=True)), stores)
-    finally:
-        for node in reversed(started):
-            await node.stop()
-        for store in stores:
-            store.close()
+    return run_local_chain(
+        directory,
+        make_sink,
+        policy,
+        messages=messages,
+        payload_length=WIDTH,
+        mixes=mixes,
+        chain_id=CHAIN_ID,
+    )
 
 
 @dataclass(frozen=True)

@@ -8,19 +8,17 @@ import contextlib
 import functools
 import json
 import urllib.request
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from nacl.signing import SigningKey
 
-from mixnet.chain import ChainConfig, NodeInfo
 from mixnet.client import MixnetClient
 from mixnet.core.actions import DeliveredBatch
 from mixnet.core.policy import RoundPolicy
+from mixnet.localchain import RunningChain, run_local_chain
 from mixnet.mix import MixNode
-from mixnet.settings import node_settings
+from mixnet.settings import NodeSettings
 from mixnet.sink import SinkNode
 from mixnet.store import NodeStore
 
@@ -48,60 +46,23 @@ class SumApp:
         return {"round": round_id, "status": "aborted"}
 
 
-@dataclass
-class Chain:
-    config: ChainConfig
-    mixes: list[MixNode]
-    sink: SinkNode
-    identities: list[SigningKey]
-    stores: list[NodeStore]
-
-
-@contextlib.asynccontextmanager
-async def running_chain(
+def running_chain(
     directory: Path, *, mixes: int, messages: int, policy: RoundPolicy
-) -> AsyncIterator[Chain]:
-    """Start the sink and the mixes (from the end backwards, so each knows its successor's
-    port); stop them all on exit."""
-    identities = [SigningKey.generate() for _ in range(mixes)]
-    names = [f"mix{i + 1}" for i in range(mixes)]
-    urls = {n: f"ws://{HOST}:{i + 1}" for i, n in enumerate([*names, "sink"])}
-    stores: list[NodeStore] = []
-    started: list[MixNode | SinkNode] = []
+) -> contextlib.AbstractAsyncContextManager[RunningChain]:
+    """A local chain whose sink runs :class:`SumApp`."""
 
-    def config() -> ChainConfig:
-        return ChainConfig(
-            chain_id="t",
-            mixes=tuple(
-                NodeInfo(n, urls[n], identities[i].verify_key) for i, n in enumerate(names)
-            ),
-            sink=NodeInfo("sink", urls["sink"], None),
-            policy=policy,
-            sections={},
-        )
+    def make_sink(settings: NodeSettings, store: NodeStore) -> SinkNode:
+        return SinkNode(settings, store, SumApp(messages))
 
-    try:
-        store = NodeStore(directory / "sink.db")
-        stores.append(store)
-        settings = node_settings(config(), "sink", messages=messages, payload_length=WIDTH)
-        sink = SinkNode(settings, store, SumApp(messages))
-        urls["sink"] = f"ws://{HOST}:{await sink.start(HOST, 0)}"
-        started.append(sink)
-        nodes: list[MixNode] = []
-        for hop in range(mixes - 1, -1, -1):
-            store = NodeStore(directory / f"{names[hop]}.db")
-            stores.append(store)
-            settings = node_settings(config(), names[hop], messages=messages, payload_length=WIDTH)
-            mix = MixNode(settings, store, identities[hop])
-            urls[names[hop]] = f"ws://{HOST}:{await mix.start(HOST, 0)}"
-            started.append(mix)
-            nodes.insert(0, mix)
-        yield Chain(config(), nodes, sink, identities, stores)
-    finally:
-        for node in reversed(started):
-            await node.stop()
-        for store in stores:
-            store.close()
+    return run_local_chain(
+        directory,
+        make_sink,
+        policy,
+        messages=messages,
+        payload_length=WIDTH,
+        mixes=mixes,
+        chain_id="t",
+    )
 
 
 def payloads(values: Sequence[int]) -> list[bytes]:
@@ -173,7 +134,7 @@ async def test_an_exact_retry_after_a_restart_of_the_entry_mix_is_counted_once(
             port = entry.port
             assert port is not None
             await entry.stop()
-            restarted = MixNode(entry.settings, entry.store, chain.identities[0])
+            restarted = MixNode(entry.settings, entry.store, chain.identities["mix1"])
             await restarted.start(HOST, port)
             chain.mixes[0] = restarted
             again = await client._entry[0].request(frame)
