@@ -137,8 +137,8 @@ class MixNode(BaseNode):
                 onion_length=s.item_length_in(),
                 policy=s.policy,
                 keys=self._make_key,
+                jitter=system_uniform,
             )
-            self.machine.jitter = system_uniform
         else:
             assert s.predecessor is not None
             self.machine, actions = RelayMachine.restore(

@@ -116,8 +116,8 @@ class StoreWriter(Generic[T]):
 
     async def drain(self) -> None:
         """Wait until everything queued so far is committed."""
-        while self._queue or self._flushing:
-            await asyncio.sleep(0.005)
+        while self._flushing and self._flusher is not None:
+            await asyncio.shield(self._flusher)
 
     def close(self) -> None:
         """Refuse further writes and stop the thread (queued writes are dropped: a crash

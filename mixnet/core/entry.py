@@ -450,6 +450,7 @@ class EntryMachine(MixRounds):
         onion_length: int,
         policy: RoundPolicy,
         keys: KeyFactory,
+        jitter: Callable[[], float] = lambda: 1.0,
     ) -> tuple[EntryMachine, list[Action]]:
         """Rebuild the machine from what the store holds, and the actions that resume
         unfinished work: a round left ``OPENING`` is aborted down the chain (its opening
@@ -462,6 +463,7 @@ class EntryMachine(MixRounds):
             onion_length=onion_length,
             policy=policy,
             keys=keys,
+            jitter=jitter,
         )
         actions: list[Action] = []
         last = max((rec.round_id for rec in records.rounds), default=0)
@@ -475,11 +477,13 @@ class EntryMachine(MixRounds):
             if rec.status is RoundStatus.OPENING:
                 actions += m._abort(st)
             elif rec.status is RoundStatus.OPEN and m.current is None:
-                st.entry = EntryIntake(r, messages, onion_length, policy, rec.opened_at)
-                if rec.deadline is not None:
-                    st.entry = EntryIntake(
-                        r, messages, onion_length, policy, rec.deadline - policy.deadline_seconds
-                    )
+                # the intake's clock starts where the stored deadline says
+                started = (
+                    rec.opened_at
+                    if rec.deadline is None
+                    else rec.deadline - policy.deadline_seconds
+                )
+                st.entry = EntryIntake(r, messages, onion_length, policy, started)
                 for sub in subs:
                     st.entry.restore(sub.client, sub.digest)
                     st.submissions[sub.client] = sub.payloads
