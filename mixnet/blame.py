@@ -1,0 +1,281 @@
+"""Verifiable evidence that an item in a round is bad, and of how it got where it was found.
+
+A round must not fail because one submission is bad, and the mechanism that saves it must not
+let a mix learn a link it could not learn anyway. So a mix reveals which of its inputs produced
+an output only for an output proven bad, and it proves its own step when it does
+(``docs/protocol.md``, "Trace and exclude").
+
+A :class:`Step` is one mix's proof about one of its inputs (an onion layer made for it): the
+layer's X25519 shared secret ``S`` with a Chaum–Pedersen proof that ``S`` is right for the
+mix's round key (:mod:`mixnet.dleq`). With ``S`` anyone opens the layer and sees what it
+holds. An :class:`Accusation` is a chain of steps over consecutive hops: each layer opens,
+is bound to this chain, round and hop, and holds exactly the next step's item; the last one
+holds something provably bad (:class:`Failure`).
+
+Why revealing ``S`` is safe here: every step's layer *authenticates* under ``S`` (its
+Poly1305 tag verifies), and only someone who knew ``S`` could have made such a layer — the
+item's creator, who knew the ephemeral secret. ``S`` tells nobody anything its creator did not
+know, and it says nothing about any other layer (a related ephemeral key ``a·E`` gives another
+``S`` that nobody without the round key can compute). Layers that do *not* authenticate get no
+``S`` revealed (:func:`prove_step` refuses them): for those, ``S`` would be a Diffie–Hellman
+oracle (``mixnet.dleq``'s caveat).
+
+Lengths and types are checked before any cryptography; evidence that does not hold raises
+:class:`InvalidEvidence` (a :class:`~mixnet.errors.BadSignature`, wire code
+``bad-signature``).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from mixnet.dleq import (
+    PROOF_LENGTH,
+    InvalidProof,
+    open_sealed_box_with_shared_secret,
+    prove_shared_secret,
+    verify_shared_secret,
+)
+from mixnet.errors import BadLength, BadSignature, DecryptionFailed
+from mixnet.onion import BINDING_TAG_LENGTH, LAYER_OVERHEAD, MAX_LAYERS, binding_tag
+
+__all__ = [
+    "SECRET_LENGTH",
+    "Accusation",
+    "Failure",
+    "InvalidEvidence",
+    "PayloadValidator",
+    "Step",
+    "accept_all",
+    "open_layer",
+    "prove_step",
+    "step_context",
+    "verify_accusation",
+]
+
+#: Bytes of a revealed X25519 shared secret.
+SECRET_LENGTH = 32
+_STEP_DOMAIN = b"mixnet/blame-step/v1"
+_ITEM_HASH_LENGTH = 32
+
+#: The application's check of a plaintext payload at the end of the chain: ``True`` if the
+#: payload is a valid message for the round (cloaknet: a share of the right width, < N). Must
+#: be a pure function: every mix re-runs it on the payload an accusation opens to.
+PayloadValidator = Callable[[bytes], bool]
+
+
+def accept_all(payload: bytes) -> bool:
+    """The default :data:`PayloadValidator`: every payload of the right length is valid."""
+    return True
+
+
+class InvalidEvidence(BadSignature):
+    """An accusation or step that does not prove what it claims."""
+
+
+class Failure(enum.Enum):
+    """What is wrong with the item an accusation ends at.
+
+    * ``INVALID_PAYLOAD`` — the last mix's layer opens and is bound correctly, and the payload
+      it holds is refused by the application's validator.
+    * ``WRONG_BINDING`` — a layer opens under its shared secret, but its binding tag names
+      another chain, round or hop.
+    """
+
+    INVALID_PAYLOAD = "invalid-payload"
+    WRONG_BINDING = "wrong-binding"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """Mix ``hop``'s proof about ``item``, one of its inputs: ``shared_secret`` is
+    ``X25519(k, item[:32])`` for the mix's round key, and ``proof`` the
+    :data:`~mixnet.dleq.PROOF_LENGTH`-byte Chaum–Pedersen proof of it under
+    :func:`step_context`. Construction checks types and lengths only (``TypeError``,
+    :class:`~mixnet.errors.BadLength`)."""
+
+    hop: int
+    item: bytes
+    shared_secret: bytes
+    proof: bytes
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.hop, int) or isinstance(self.hop, bool):
+            raise TypeError(f"hop must be int, not {type(self.hop).__name__}")
+        if not 0 <= self.hop < MAX_LAYERS:
+            raise BadLength(f"hop must be in [0, {MAX_LAYERS}), got {self.hop}")
+        for name, value, length in (
+            ("shared_secret", self.shared_secret, SECRET_LENGTH),
+            ("proof", self.proof, PROOF_LENGTH),
+        ):
+            if not isinstance(value, bytes):
+                raise TypeError(f"{name} must be bytes, not {type(value).__name__}")
+            if len(value) != length:
+                raise BadLength(f"{name} must be {length} bytes, got {len(value)}")
+        if not isinstance(self.item, bytes):
+            raise TypeError(f"item must be bytes, not {type(self.item).__name__}")
+        if len(self.item) < LAYER_OVERHEAD:
+            raise BadLength(f"item must be at least {LAYER_OVERHEAD} bytes, got {len(self.item)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Accusation:
+    """Evidence that ``steps[0].item`` (an input of mix ``steps[0].hop``) is bad: the steps
+    cover consecutive hops, each layer holds the next step's item, and the last one shows
+    ``failure``."""
+
+    failure: Failure
+    steps: tuple[Step, ...]
+
+    @property
+    def hop(self) -> int:
+        """The hop whose input is accused."""
+        return self.steps[0].hop
+
+    @property
+    def item(self) -> bytes:
+        """The accused input of mix :attr:`hop` (the output of the mix before it)."""
+        return self.steps[0].item
+
+    def extended(self, step: Step) -> Accusation:
+        """This accusation traced one hop back: ``step`` is the previous mix's proof that its
+        input opens to :attr:`item` (checked by :func:`verify_accusation`, not here)."""
+        return Accusation(self.failure, (step, *self.steps))
+
+
+def _length_prefixed(data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + data
+
+
+def step_context(*, chain_id: str, round_id: int, hop: int, item: bytes) -> bytes:
+    """The context a step's proof is bound to: the length-prefixed domain string and UTF-8
+    chain id, the round id (big-endian uint64), the hop (big-endian uint16) and BLAKE2b-256
+    of the item. A proof never verifies for another chain, round, hop or item."""
+    chain = chain_id.encode("utf-8")
+    return b"".join(
+        (
+            _length_prefixed(_STEP_DOMAIN),
+            _length_prefixed(chain),
+            struct.pack(">QH", round_id, hop),
+            hashlib.blake2b(item, digest_size=_ITEM_HASH_LENGTH).digest(),
+        )
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedLayer:
+    """What a layer holds: ``bound`` is ``True`` if its binding tag names the expected chain,
+    round and hop; ``inner`` is what follows the tag."""
+
+    bound: bool
+    inner: bytes
+
+
+def open_layer(
+    item: bytes, shared_secret: bytes, public_key: bytes, *, chain_id: str, round_id: int, hop: int
+) -> OpenedLayer:
+    """Open layer ``item`` (made for ``public_key`` at ``hop``) with a revealed shared secret.
+
+    Does not check the secret (see :func:`verify_accusation`). Raises
+    :class:`~mixnet.errors.DecryptionFailed` if the layer does not authenticate, and
+    ``TypeError`` / :class:`~mixnet.errors.BadLength` for malformed arguments.
+    """
+    plaintext = open_sealed_box_with_shared_secret(item, public_key, shared_secret)
+    if len(plaintext) < BINDING_TAG_LENGTH:
+        return OpenedLayer(False, plaintext)
+    tag = binding_tag(chain_id=chain_id, round_id=round_id, hop_index=hop)
+    return OpenedLayer(
+        hmac.compare_digest(plaintext[:BINDING_TAG_LENGTH], tag), plaintext[BINDING_TAG_LENGTH:]
+    )
+
+
+def prove_step(
+    secret_key: bytes, public_key: bytes, item: bytes, *, chain_id: str, round_id: int, hop: int
+) -> Step:
+    """Mix ``hop``'s proof about its input ``item``, made with its round key pair.
+
+    Refuses (raises :class:`~mixnet.errors.DecryptionFailed`) when the layer does not
+    authenticate: revealing the shared secret of such a layer would be a Diffie–Hellman
+    oracle for the round key (module docstring). Raises ``TypeError`` /
+    :class:`~mixnet.errors.BadLength` for malformed arguments (before any math) and
+    :class:`~mixnet.dleq.InvalidPoint` for a small-order or twist ephemeral key.
+    """
+    if not isinstance(item, bytes):
+        raise TypeError(f"item must be bytes, not {type(item).__name__}")
+    if len(item) < LAYER_OVERHEAD:
+        raise BadLength(f"item must be at least {LAYER_OVERHEAD} bytes, got {len(item)}")
+    context = step_context(chain_id=chain_id, round_id=round_id, hop=hop, item=item)
+    proof = prove_shared_secret(secret_key, item[:32], context=context)
+    secret = proof.shared_secret
+    open_layer(item, secret, public_key, chain_id=chain_id, round_id=round_id, hop=hop)
+    return Step(hop, item, secret, proof.to_bytes())
+
+
+def _check_step(step: Step, public_key: bytes, chain_id: str, round_id: int) -> OpenedLayer:
+    context = step_context(chain_id=chain_id, round_id=round_id, hop=step.hop, item=step.item)
+    try:
+        verify_shared_secret(
+            public_key, step.item[:32], step.shared_secret, step.proof, context=context
+        )
+    except InvalidProof as err:
+        raise InvalidEvidence(f"hop {step.hop}: {err}") from None
+    try:
+        return open_layer(
+            step.item, step.shared_secret, public_key,
+            chain_id=chain_id, round_id=round_id, hop=step.hop,
+        )  # fmt: skip
+    except DecryptionFailed:
+        raise InvalidEvidence(f"hop {step.hop}: the layer does not authenticate") from None
+
+
+def verify_accusation(
+    accusation: Accusation,
+    public_keys: Mapping[int, bytes],
+    *,
+    chain_id: str,
+    round_id: int,
+    mixes: int,
+    validator: PayloadValidator,
+) -> None:
+    """Return if ``accusation`` proves its item bad; raise :class:`InvalidEvidence` if not.
+
+    ``public_keys`` maps each hop the steps cover to that mix's X25519 round public key (from
+    its verified, signed announcement); ``mixes`` is the number of mixes (the last mix is hop
+    ``mixes - 1``). Checked, in order: the steps are non-empty and cover consecutive hops
+    below ``mixes``; each step's proof verifies and its layer authenticates; every layer but
+    the last is bound to this chain, round and hop and holds exactly the next step's item;
+    the last layer shows the failure (``WRONG_BINDING``: its binding tag is wrong;
+    ``INVALID_PAYLOAD``: it is the last mix's, correctly bound, and ``validator`` refuses
+    the payload).
+    """
+    steps = accusation.steps
+    if not steps:
+        raise InvalidEvidence("an accusation needs at least one step")
+    first = steps[0].hop
+    for offset, step in enumerate(steps):
+        if step.hop != first + offset or step.hop >= mixes:
+            raise InvalidEvidence("the steps do not cover consecutive hops of the chain")
+        if step.hop not in public_keys:
+            raise InvalidEvidence(f"no round key for hop {step.hop}")
+    for index, step in enumerate(steps):
+        opened = _check_step(step, public_keys[step.hop], chain_id, round_id)
+        if index + 1 < len(steps):
+            if not opened.bound:
+                raise InvalidEvidence(f"hop {step.hop}: the layer is bound elsewhere")
+            if not hmac.compare_digest(opened.inner, steps[index + 1].item):
+                raise InvalidEvidence(f"hop {step.hop}: the layer holds another item")
+            continue
+        if accusation.failure is Failure.WRONG_BINDING:
+            if opened.bound:
+                raise InvalidEvidence(f"hop {step.hop}: the layer is bound correctly")
+        elif step.hop != mixes - 1:
+            raise InvalidEvidence("a payload is only checked at the last mix")
+        elif not opened.bound:
+            raise InvalidEvidence(f"hop {step.hop}: the layer is bound elsewhere")
+        elif validator(opened.inner):
+            raise InvalidEvidence("the validator accepts the payload")

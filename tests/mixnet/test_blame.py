@@ -1,0 +1,281 @@
+"""Tests for mixnet.blame: accusations a mix can prove and nobody can forge."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from nacl.public import PrivateKey, PublicKey, SealedBox
+
+from mixnet.blame import (
+    Accusation,
+    Failure,
+    InvalidEvidence,
+    Step,
+    open_layer,
+    prove_step,
+    step_context,
+    verify_accusation,
+)
+from mixnet.dleq import SMALL_ORDER_U, InvalidPoint
+from mixnet.errors import BadLength, BadSignature, DecryptionFailed
+from mixnet.onion import binding_tag, peel_many, wrap
+
+CHAIN = "blame-test"
+ROUND = 41
+MIXES = 3
+PAYLOAD = 4
+
+
+def valid(payload: bytes) -> bool:
+    """The test application's validator: the payload's first byte is below 0x80."""
+    return payload[0] < 0x80
+
+
+@pytest.fixture(scope="module")
+def keys() -> list[tuple[bytes, bytes]]:
+    pairs = [PrivateKey.generate() for _ in range(MIXES)]
+    return [(bytes(sk), bytes(sk.public_key)) for sk in pairs]
+
+
+def publics(keys: list[tuple[bytes, bytes]]) -> dict[int, bytes]:
+    return {hop: pk for hop, (_, pk) in enumerate(keys)}
+
+
+def layer(public_key: bytes, inner: bytes, *, hop: int, round_id: int = ROUND) -> bytes:
+    """One sealed-box layer bound to ``hop`` (which may be the wrong one)."""
+    tag = binding_tag(chain_id=CHAIN, round_id=round_id, hop_index=hop)
+    return SealedBox(PublicKey(public_key)).encrypt(tag + inner)
+
+
+def peel_path(onion: bytes, keys: list[tuple[bytes, bytes]]) -> list[bytes]:
+    """The item at each hop (hop 0's input first) of an onion every layer of which opens."""
+    items = [onion]
+    for hop, (sk, _) in enumerate(keys):
+        (inner,) = peel_many(
+            [items[-1]], PrivateKey(sk), chain_id=CHAIN, round_id=ROUND, hop_index=hop,
+            expected_length=len(items[-1]),
+        )  # fmt: skip
+        assert isinstance(inner, bytes)
+        items.append(inner)
+    return items
+
+
+def trace(
+    items: list[bytes], keys: list[tuple[bytes, bytes]], failure: Failure, last: int
+) -> Accusation:
+    """The accusation each mix builds when the item fails at hop ``last``: the last step first,
+    then one step back per hop, as the trace runs."""
+    sk, pk = keys[last]
+    acc = Accusation(
+        failure, (prove_step(sk, pk, items[last], chain_id=CHAIN, round_id=ROUND, hop=last),)
+    )
+    for hop in reversed(range(1, last)):
+        sk, pk = keys[hop]
+        acc = acc.extended(prove_step(sk, pk, items[hop], chain_id=CHAIN, round_id=ROUND, hop=hop))
+    return acc
+
+
+def check(acc: Accusation, keys: list[tuple[bytes, bytes]]) -> None:
+    verify_accusation(
+        acc, publics(keys), chain_id=CHAIN, round_id=ROUND, mixes=MIXES, validator=valid
+    )
+
+
+@pytest.fixture(scope="module")
+def poisoned(keys: list[tuple[bytes, bytes]]) -> tuple[list[bytes], Accusation]:
+    """A correctly wrapped payload the validator refuses, traced from the last mix to hop 1."""
+    onion = wrap(b"\xff" * PAYLOAD, [pk for _, pk in keys], chain_id=CHAIN, round_id=ROUND)
+    items = peel_path(onion, keys)
+    return items, trace(items, keys, Failure.INVALID_PAYLOAD, MIXES - 1)
+
+
+def test_invalid_payload_is_proven_at_every_depth(
+    keys: list[tuple[bytes, bytes]], poisoned: tuple[list[bytes], Accusation]
+) -> None:
+    items, acc = poisoned
+    assert acc.hop == 1 and acc.item == items[1]
+    check(acc, keys)
+    check(Accusation(acc.failure, acc.steps[1:]), keys)  # as the last mix's predecessor sees it
+
+
+def test_a_valid_payload_cannot_be_accused(keys: list[tuple[bytes, bytes]]) -> None:
+    onion = wrap(b"\x01" * PAYLOAD, [pk for _, pk in keys], chain_id=CHAIN, round_id=ROUND)
+    acc = trace(peel_path(onion, keys), keys, Failure.INVALID_PAYLOAD, MIXES - 1)
+    with pytest.raises(InvalidEvidence, match="validator accepts"):
+        check(acc, keys)
+    with pytest.raises(InvalidEvidence, match="bound correctly"):
+        check(replace(acc, failure=Failure.WRONG_BINDING), keys)
+
+
+def test_a_payload_is_only_judged_at_the_last_mix(
+    keys: list[tuple[bytes, bytes]], poisoned: tuple[list[bytes], Accusation]
+) -> None:
+    _, acc = poisoned
+    with pytest.raises(InvalidEvidence, match="only checked at the last mix"):
+        check(Accusation(acc.failure, acc.steps[:1]), keys)
+
+
+def test_wrong_binding_is_proven(keys: list[tuple[bytes, bytes]]) -> None:
+    """A client binds its innermost layer to hop 0: the last mix can prove it."""
+    inner = layer(keys[2][1], b"\x01" * PAYLOAD, hop=0)
+    onion = layer(keys[0][1], layer(keys[1][1], inner, hop=1), hop=0)
+    (item1,) = peel_many(
+        [onion],
+        PrivateKey(keys[0][0]),
+        chain_id=CHAIN,
+        round_id=ROUND,
+        hop_index=0,
+        expected_length=len(onion),
+    )
+    assert isinstance(item1, bytes)
+    (item2,) = peel_many(
+        [item1],
+        PrivateKey(keys[1][0]),
+        chain_id=CHAIN,
+        round_id=ROUND,
+        hop_index=1,
+        expected_length=len(item1),
+    )
+    assert item2 == inner
+    acc = trace([onion, item1, item2], keys, Failure.WRONG_BINDING, 2)
+    check(acc, keys)
+    with pytest.raises(InvalidEvidence, match="bound elsewhere"):
+        check(replace(acc, failure=Failure.INVALID_PAYLOAD), keys)
+
+
+def test_forged_secret_or_proof_is_refused(
+    keys: list[tuple[bytes, bytes]], poisoned: tuple[list[bytes], Accusation]
+) -> None:
+    _, acc = poisoned
+    last = acc.steps[-1]
+    other = prove_step(*keys[1], acc.steps[0].item, chain_id=CHAIN, round_id=ROUND, hop=1)
+    forgeries = [
+        replace(
+            last,
+            shared_secret=bytes(a ^ b for a, b in zip(last.shared_secret, b"\1" * 32, strict=True)),
+        ),
+        replace(last, proof=other.proof),
+        replace(last, shared_secret=other.shared_secret, proof=other.proof),
+        replace(last, proof=last.proof[:32] + last.proof[64:] + last.proof[32:64]),
+    ]
+    for forged in forgeries:
+        with pytest.raises(BadSignature):
+            check(Accusation(acc.failure, (*acc.steps[:-1], forged)), keys)
+
+
+def test_proofs_are_bound_to_round_hop_and_item(
+    keys: list[tuple[bytes, bytes]], poisoned: tuple[list[bytes], Accusation]
+) -> None:
+    _, acc = poisoned
+    with pytest.raises(InvalidEvidence):
+        verify_accusation(
+            acc, publics(keys), chain_id=CHAIN, round_id=ROUND + 1, mixes=MIXES, validator=valid
+        )
+    with pytest.raises(InvalidEvidence):
+        verify_accusation(
+            acc, publics(keys), chain_id="other", round_id=ROUND, mixes=MIXES, validator=valid
+        )
+    swapped = {1: keys[2][1], 2: keys[1][1]}
+    with pytest.raises(InvalidEvidence):
+        verify_accusation(
+            acc, swapped, chain_id=CHAIN, round_id=ROUND, mixes=MIXES, validator=valid
+        )
+    contexts = {
+        step_context(chain_id=CHAIN, round_id=ROUND, hop=1, item=acc.item),
+        step_context(chain_id=CHAIN, round_id=ROUND, hop=2, item=acc.item),
+        step_context(chain_id=CHAIN, round_id=ROUND + 1, hop=1, item=acc.item),
+        step_context(chain_id=CHAIN, round_id=ROUND, hop=1, item=acc.steps[1].item),
+    }
+    assert len(contexts) == 4
+
+
+def test_a_lying_mix_cannot_splice_a_trace(
+    keys: list[tuple[bytes, bytes]], poisoned: tuple[list[bytes], Accusation]
+) -> None:
+    """Mix 1 cannot pass the accusation to an honest item of its own: its step would have
+    to open to the accused item."""
+    items, acc = poisoned
+    honest = wrap(b"\x02" * PAYLOAD, [pk for _, pk in keys], chain_id=CHAIN, round_id=ROUND)
+    honest_items = peel_path(honest, keys)
+    spliced = Accusation(
+        acc.failure,
+        (
+            prove_step(*keys[1], honest_items[1], chain_id=CHAIN, round_id=ROUND, hop=1),
+            *acc.steps[1:],
+        ),
+    )
+    with pytest.raises(InvalidEvidence, match="holds another item"):
+        check(spliced, keys)
+    gap = Accusation(acc.failure, (acc.steps[0], acc.steps[0], acc.steps[1]))
+    with pytest.raises(InvalidEvidence, match="consecutive"):
+        check(gap, keys)
+    with pytest.raises(InvalidEvidence, match="at least one"):
+        check(Accusation(acc.failure, ()), keys)
+    with pytest.raises(InvalidEvidence, match="no round key"):
+        verify_accusation(
+            acc, {2: keys[2][1]}, chain_id=CHAIN, round_id=ROUND, mixes=MIXES, validator=valid
+        )
+    assert items[1] != honest_items[1]
+
+
+def test_no_secret_is_revealed_for_a_layer_that_does_not_authenticate(
+    keys: list[tuple[bytes, bytes]],
+) -> None:
+    """The Diffie–Hellman oracle: an item that copies an honest layer's ephemeral key but not
+    its ciphertext must not get its shared secret revealed."""
+    honest = layer(keys[1][1], b"\x00" * 80, hop=1)
+    copied = honest[:32] + bytes(len(honest) - 32)
+    with pytest.raises(DecryptionFailed):
+        prove_step(*keys[1], copied, chain_id=CHAIN, round_id=ROUND, hop=1)
+    garbage = bytes(range(96))
+    with pytest.raises((DecryptionFailed, InvalidPoint)):
+        prove_step(*keys[1], garbage, chain_id=CHAIN, round_id=ROUND, hop=1)
+
+
+def test_small_order_ephemeral_keys_are_refused(keys: list[tuple[bytes, bytes]]) -> None:
+    for u in sorted(SMALL_ORDER_U):
+        item = u.to_bytes(32, "little") + bytes(64)
+        with pytest.raises(InvalidPoint):
+            prove_step(*keys[1], item, chain_id=CHAIN, round_id=ROUND, hop=1)
+
+
+def test_a_step_whose_layer_does_not_authenticate_is_refused(
+    keys: list[tuple[bytes, bytes]], poisoned: tuple[list[bytes], Accusation]
+) -> None:
+    """A proof for the right ephemeral key does not make a tampered ciphertext evidence."""
+    _, acc = poisoned
+    last = acc.steps[-1]
+    tampered = last.item[:40] + bytes([last.item[40] ^ 1]) + last.item[41:]
+    forged = replace(last, item=tampered)
+    with pytest.raises(InvalidEvidence):
+        check(Accusation(acc.failure, (*acc.steps[:-1], forged)), keys)
+
+
+def test_open_layer_reports_binding(keys: list[tuple[bytes, bytes]]) -> None:
+    item = layer(keys[2][1], b"\x05" * PAYLOAD, hop=2)
+    step = prove_step(*keys[2], item, chain_id=CHAIN, round_id=ROUND, hop=2)
+    opened = open_layer(item, step.shared_secret, keys[2][1], chain_id=CHAIN, round_id=ROUND, hop=2)
+    assert opened.bound and opened.inner == b"\x05" * PAYLOAD
+    elsewhere = open_layer(
+        item, step.shared_secret, keys[2][1], chain_id=CHAIN, round_id=ROUND, hop=1
+    )
+    assert not elsewhere.bound
+
+
+def test_step_checks_types_and_lengths() -> None:
+    item = bytes(96)
+    with pytest.raises(BadLength):
+        Step(1, item, bytes(31), bytes(96))
+    with pytest.raises(BadLength):
+        Step(1, item, bytes(32), bytes(95))
+    with pytest.raises(BadLength):
+        Step(1, bytes(10), bytes(32), bytes(96))
+    with pytest.raises(TypeError):
+        Step(True, item, bytes(32), bytes(96))
+    with pytest.raises(TypeError):
+        Step(1, "item", bytes(32), bytes(96))  # type: ignore[arg-type]
+    with pytest.raises(BadLength):
+        Step(-1, item, bytes(32), bytes(96))
+    with pytest.raises(BadLength):
+        prove_step(bytes(32), bytes(32), bytes(10), chain_id=CHAIN, round_id=ROUND, hop=1)
