@@ -1,9 +1,10 @@
 """The ``cloaknet`` command line: :func:`main` (the console script ``cloaknet`` and
 ``python -m cloaknet``).
 
-Commands: ``plan`` (:mod:`.plan`), ``demo``, ``node``, ``keygen`` (:mod:`.run`) and
-``experiment`` (:mod:`.experiment`). Exit codes: 0 success; 2 bad arguments, parameters,
-chain file or key file (one-line message on stderr); 3 no parameters meet the requested
+Commands: ``plan`` (:mod:`.plan`), ``demo``, ``node``, ``keygen`` (:mod:`.run`),
+``experiment`` (:mod:`.experiment`), ``chain init`` and ``submit`` (:mod:`.chain`);
+``cloaknet --version`` prints the installed version. Exit codes: 0 success; 2 bad arguments,
+parameters, chain file or key file (one-line message on stderr); 3 no parameters meet the requested
 guarantee; 4 an operating-system error (e.g. a port in use or an unreadable file); 130
 interrupted. Each command imports what only it needs (the networked node, the experiments,
 rich) when it runs, so ``cloaknet plan`` starts quickly.
@@ -15,6 +16,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from cloaknet.cli.chain import add_chain_parser, add_submit_parser, cmd_chain, cmd_submit
 from cloaknet.cli.experiment import add_experiment_parser, cmd_experiment
 from cloaknet.cli.plan import add_plan_parser, cmd_plan
 from cloaknet.cli.run import (
@@ -41,6 +43,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "node": cmd_node,
     "keygen": cmd_keygen,
     "experiment": cmd_experiment,
+    "chain": cmd_chain,
+    "submit": cmd_submit,
 }
 
 
@@ -51,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Differentially private summation in the shuffled model "
         "(the invisibility cloak of Ghazi, Pagh and Velingker, 2019).",
     )
+    parser.add_argument("--version", action="version", version=f"cloaknet {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     add_plan_parser(sub)
@@ -58,7 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_node_parser(sub)
     add_experiment_parser(sub)
     add_keygen_parser(sub)
+    add_chain_parser(sub)
+    add_submit_parser(sub)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (``pyproject.toml``), or ``unknown``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cloaknet")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """``cloaknet plan``: print what :func:`cloaknet.plans.select_plan` chooses.
 
 Output: a table (default), one JSON object (``--json``: the plan, plus ``alternatives``) or
-the chain file's ``[protocol]`` table (``--toml``).
+the chain file's ``[round]`` and ``[protocol]`` tables (``--toml``), which load together: the
+rounds are ``--users`` to ``--max-users`` users, where the guarantee was checked.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def add_plan_parser(sub: Any) -> None:
     output.add_argument(
         "--toml",
         action="store_true",
-        help="print the chain file's [protocol] table for these parameters",
+        help="print the chain file's [round] and [protocol] tables for these parameters "
+        "(rounds of --users to --max-users users; append them to a chain file)",
     )
 
 
@@ -134,12 +136,13 @@ def _print_toml(chosen: SelectedPlan, result: dict[str, Any]) -> None:
         f"epsilon = {result['epsilon']:.6g}, delta = {result['delta']:.4g} "
         f"({result['lemma']}, worst case at n = {result['evaluated_at_users']} users)"
     )
-    if chosen.plan is None:
-        print(
-            "# runs split-and-mix with Polya noise: set [round] min_users = max_users "
-            f"= {chosen.users}"
-        )
-    print(render_table("protocol", selected_section(chosen)), end="")
+    from cloaknet.chain_init import check_tables, round_section
+
+    protocol = selected_section(chosen)
+    rounds = round_section(chosen)
+    check_tables(rounds, protocol)  # refuses, naming the field, what no chain would load
+    print(render_table("round", rounds))
+    print(render_table("protocol", protocol), end="")
 
 
 def _plan_table(result: dict[str, Any], alternatives: list[dict[str, Any]]) -> None:

@@ -1,0 +1,166 @@
+"""``cloaknet chain init`` (a consistent chain directory) and ``cloaknet submit`` (values
+into a running chain, one user each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from cloaknet.cli.args import add_privacy_args, non_negative_int, positive_float, positive_int
+from cloaknet.planner import BOUNDS
+
+__all__ = ["add_chain_parser", "add_submit_parser", "cmd_chain", "cmd_submit"]
+
+
+def add_chain_parser(sub: Any) -> None:
+    """Add the ``chain`` command (``chain init``) to the subparsers ``sub``."""
+    p_chain = sub.add_parser(
+        "chain",
+        help="write a chain directory: chain file, keys, ports, start commands",
+        description="Manage chain directories.",
+    )
+    actions = p_chain.add_subparsers(dest="chain_command", metavar="ACTION")
+    actions.required = True
+    p_init = actions.add_parser(
+        "init",
+        help="write DIR/chain.toml and one identity key per mix; print each node's command",
+        description="Write a consistent chain directory: DIR/chain.toml with [chain], "
+        "[[mix]], [analyzer], [round] and [protocol] tables that are valid together (the "
+        "protocol is what `cloaknet plan` prints for the same options, and its guarantee "
+        "holds for every round size from --users to --max-users), an identity key per mix "
+        "(DIR/<mix>.key, mode 0600) and free ports on --host. Prints the command that "
+        "starts each node, one per line. Refuses to overwrite an existing chain file or key.",
+    )
+    p_init.add_argument("directory", type=Path, metavar="DIR", help="the chain directory")
+    p_init.add_argument(
+        "--mixes", "-L", type=positive_int, default=3, help="number of mixes (default 3)"
+    )
+    add_privacy_args(p_init, users_default=None)
+    p_init.add_argument(
+        "--max-users",
+        type=positive_int,
+        default=None,
+        help="largest round the chain accepts ([round].max_users; default --users)",
+    )
+    p_init.add_argument(
+        "--colluders", "-c", type=non_negative_int, default=0,
+        help="users assumed to collude with the analyst (default 0)",
+    )  # fmt: skip
+    p_init.add_argument(
+        "--bound",
+        choices=("auto", *BOUNDS),
+        default="auto",
+        help="which bound plans the protocol, as for `cloaknet plan` (default auto)",
+    )
+    p_init.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address every node listens on and is reached at (default 127.0.0.1)",
+    )
+    p_init.add_argument("--id", default="chain", help="the chain id (default 'chain')")
+    p_init.add_argument(
+        "--deadline",
+        type=positive_float,
+        default=None,
+        help="seconds a round stays open ([round].deadline_seconds; default 600)",
+    )
+    p_init.add_argument(
+        "--below-min",
+        choices=("wait", "abort"),
+        default="wait",
+        help="at the deadline with fewer than --users submissions: keep waiting or abort "
+        "the round (default wait)",
+    )
+
+
+def cmd_chain(args: argparse.Namespace) -> int:
+    """Run ``cloaknet chain init``; returns 0 (errors propagate to the CLI's ``main``)."""
+    from cloaknet.chain_init import DEFAULT_DEADLINE_SECONDS, init_chain
+    from cloaknet.plans import select_plan
+
+    selected = select_plan(
+        args.users,
+        args.epsilon,
+        args.delta,
+        bound=args.bound,
+        mode=args.mode,
+        max_users=args.max_users,
+        colluders=args.colluders,
+        precision=args.precision,
+    )
+    made = init_chain(
+        args.directory,
+        selected,
+        mixes=args.mixes,
+        host=args.host,
+        chain_id=args.id,
+        deadline_seconds=args.deadline or DEFAULT_DEADLINE_SECONDS,
+        below_min=args.below_min,
+    )
+    print(
+        f"# {made.chain_file}: {args.mixes} mixes and an analyzer on {args.host}; rounds of "
+        f"{selected.users}..{selected.max_users} users; {selected.protocol_name}, "
+        f"{selected.bound} bound, epsilon = {selected.epsilon:.6g}, "
+        f"delta = {selected.delta:.4g}, {selected.messages} messages per user"
+    )
+    print("# start each node (its own terminal, or end each line with &):")
+    for command in made.commands:
+        print(command)
+    return 0
+
+
+def _unit_value(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
+def add_submit_parser(sub: Any) -> None:
+    """Add the ``submit`` command to the subparsers ``sub``."""
+    p_submit = sub.add_parser(
+        "submit",
+        help="submit values into a running chain, one user per value",
+        description="Submit each VALUE (a number in [0, 1]) as one user's input, through the "
+        "client library: encoded, wrapped for every mix and acknowledged by the entry mix "
+        "(stored) before this returns. Prints one JSON line per value with its round; "
+        "with --wait, then waits for each round's result and prints it as JSON.",
+    )
+    p_submit.add_argument("--chain", type=Path, required=True, help="the chain file (TOML)")
+    p_submit.add_argument("values", type=_unit_value, nargs="+", metavar="VALUE")
+    p_submit.add_argument(
+        "--wait", action="store_true", help="wait for the result of every round used"
+    )
+    p_submit.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=120.0,
+        help="seconds to keep retrying and (with --wait) to wait for a result (default 120)",
+    )
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Run ``cloaknet submit``; returns 0 (errors propagate to the CLI's ``main``)."""
+    return asyncio.run(_submit(args.chain, args.values, wait=args.wait, timeout=args.timeout))
+
+
+async def _submit(chain: Path, values: list[float], *, wait: bool, timeout: float) -> int:
+    from cloaknet.client import connect
+
+    async with connect(chain, retry_for=timeout) as net:
+        receipts = await net.submit_many(values)
+        for value, receipt in zip(values, receipts, strict=True):
+            print(json.dumps({"value": value, "round": receipt.round}))
+        if wait:
+            for round_id in sorted({receipt.round for receipt in receipts}):
+                result = await net.result(round_id, timeout=timeout)
+                print(json.dumps(result.raw))
+    return 0
