@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
+from cloaknet import certified
 from cloaknet.errors import ParameterError
 from cloaknet.validation import check_int
 
 __all__ = [
+    "BBGN_UNVERIFIED",
     "MAX_COLLUDER_FRACTION",
     "PrivacyBound",
     "bbgn_achieved_sigma",
@@ -41,6 +44,15 @@ __all__ = [
 #: Lemma 13 holds for ``|C| <= 0.9 n`` colluders.
 MAX_COLLUDER_FRACTION = 0.9
 
+#: What of the BBGN analysis could not be checked against the papers' text (shown by
+#: ``cloaknet plan`` and in the protocol's parameters; ``docs/accounting.md``).
+BBGN_UNVERIFIED = (
+    "not checked against the papers' text: the constants and side conditions of the BBGN "
+    "message bound (arXiv 1909.11225; only its abstract's example, n = 10^4, 32-bit inputs, "
+    "2^-40, 12 messages, is reproduced, reading q >= n*2^32) and the reduction "
+    "delta0 + (1 + e^epsilon)*2^-sigma (arXiv 1906.09116; re-derived in docs/accounting.md)"
+)
+
 _LN2 = math.log(2.0)
 _LOG2_E = math.log2(math.e)
 
@@ -50,7 +62,11 @@ class PrivacyBound:
     """An (ε, δ) guarantee and where it comes from.
 
     ``log_delta`` is ``ln δ`` (``-inf`` for δ = 0); it stays finite when δ underflows.
-    ``terms`` breaks ε and δ into the named summands of the lemma.
+    ``terms`` breaks ε and δ into the named summands of the lemma (floats, for reading).
+    ``epsilon_exact`` is ε as an exact rational, or where ε has transcendental terms a
+    certified upper bound within 10^−48 of it (:mod:`cloaknet.certified`); ``epsilon`` is
+    then the smallest float not below it, so ``epsilon <= target`` for a float target holds
+    exactly when ``epsilon_exact <= target``. ``None`` when not computed.
     """
 
     epsilon: float
@@ -58,6 +74,7 @@ class PrivacyBound:
     log_delta: float
     lemma: str
     terms: dict[str, float]
+    epsilon_exact: Fraction | None = None
 
 
 def _check_open_unit(name: str, value: float) -> float:
@@ -148,9 +165,12 @@ def sum_preserving_bound(
     check_int("swaps t", swaps, 0)
     log_eta = log_smoothness_failure(messages, modulus, gamma)
     ln_beta = swap_epsilon(gamma)
-    epsilon = swaps * ln_beta
     if swaps == 0:
-        return PrivacyBound(0.0, 0.0, -math.inf, lemma, {"swap": 0.0, "eta": 0.0})
+        return PrivacyBound(
+            0.0, 0.0, -math.inf, lemma, {"swap": 0.0, "eta": 0.0}, epsilon_exact=Fraction(0)
+        )
+    exact = swaps * certified.swap_epsilon_upper(gamma)
+    epsilon = certified.float_up(exact)
     # (β^t − 1)/(β − 1) = β^t (1 − β^(−t)) / (β − 1), and β − 1 = 2γ/(1 − γ).
     log_series = (
         epsilon
@@ -164,6 +184,7 @@ def sum_preserving_bound(
         log_delta=log_delta,
         lemma=lemma,
         terms={"epsilon_per_swap": ln_beta, "eta": math.exp(log_eta), "log_series": log_series},
+        epsilon_exact=exact,
     )
 
 
@@ -177,9 +198,11 @@ def single_user_bound(
     gamma: float,
     precision: int,
     noise_p: float,
-    noise_q: float,
+    noise_q: float | Fraction,
     users: int,
     colluders: int = 0,
+    *,
+    noise_scale: Fraction | None = None,
 ) -> PrivacyBound:
     """(ε, δ) under single-user changes with the pre-randomizer (Lemma 11,
     ``lemma:subset_DP_single_user_changes``; with colluders Lemma 13,
@@ -189,8 +212,12 @@ def single_user_bound(
         δ = η + e^(−q·h),     h = n − |C| honest users
 
     Each user adds truncated discrete Laplace noise ``D_{N,p}`` with probability q.
-    Requires n >= 1, 0 <= |C| <= 0.9 n (Lemma 13's condition), k >= 1, p in (0, 1),
-    q in (0, 1], and the preconditions of Lemma 1.
+    With ``noise_scale`` t (p = e^(−1/t), as the planner's rational noise), the term
+    k·ln(1/p) = k/t is exact and ``noise_p`` is only reported; without it the term is
+    bounded from the float p. ``epsilon_exact`` is a certified upper bound of the sum
+    (exact k/t, logarithms enclosed; :mod:`cloaknet.certified`), ``epsilon`` the float
+    rounded up from it. Requires n >= 1, 0 <= |C| <= 0.9 n (Lemma 13's condition), k >= 1,
+    p in (0, 1), q in (0, 1], t > 0, and the preconditions of Lemma 1.
     """
     check_int("users n", users, 1)
     check_int("colluders |C|", colluders, 0)
@@ -201,18 +228,34 @@ def single_user_bound(
             "Lemma 13 does not apply"
         )
     _check_open_unit("noise p", noise_p)
-    if not (isinstance(noise_q, (int, float)) and 0.0 < noise_q <= 1.0):
+    if isinstance(noise_q, bool) or not (
+        isinstance(noise_q, (int, float, Fraction)) and 0 < noise_q <= 1
+    ):
         raise ParameterError(f"noise q must lie in (0, 1], got {noise_q!r}")
+    if noise_scale is not None and not (isinstance(noise_scale, Fraction) and noise_scale > 0):
+        raise ParameterError(f"noise scale t must be a positive Fraction, got {noise_scale!r}")
     honest = users - colluders
     log_eta = log_smoothness_failure(messages, modulus, gamma)
     eps_swap = swap_epsilon(gamma)
-    eps_noise = precision * -math.log(noise_p)
-    log_tail = -noise_q * honest  # ln e^(−q h)
+    q = float(noise_q)
+    if noise_scale is not None:
+        noise_exact = precision / noise_scale
+        eps_noise = float(noise_exact)
+    else:
+        noise_exact = -precision * certified.ln_lower(Fraction(noise_p))
+        eps_noise = precision * -math.log(noise_p)
+    log_tail = -q * honest  # ln e^(−q h)
     eps_tail = -math.log(-math.expm1(log_tail))  # −ln(1 − e^(−q h))
+    exact = (
+        certified.swap_epsilon_upper(gamma)
+        + noise_exact
+        + certified.tail_epsilon_upper(Fraction(noise_q), honest)
+    )
     log_delta = _logaddexp(log_eta, log_tail)
     lemma = "Lemma 13" if colluders else "Lemma 11"
     return PrivacyBound(
-        epsilon=eps_swap + eps_noise + eps_tail,
+        epsilon=certified.float_up(exact),
+        epsilon_exact=exact,
         delta=_exp_or_inf(log_delta),
         log_delta=log_delta,
         lemma=lemma,

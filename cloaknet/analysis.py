@@ -66,12 +66,14 @@ def analyze_round(
     payloads: Sequence[bytes],
     *,
     rng: RandomSource = SYSTEM_RANDOM,
+    excluded: int = 0,
 ) -> dict[str, Any]:
     """The JSON result of round ``round_id``: ``clients`` accepted users, a batch announced
-    as ``count`` messages, and the shuffled ``payloads``.
+    as ``count`` messages, and the shuffled ``payloads``; ``excluded`` submissions were
+    proven bad by the chain and left out (``clients`` counts the others).
 
     Always returns (never raises for bad input): ``round``, ``users`` (= ``clients``),
-    ``messages`` (= ``len(payloads)``), ``protocol`` (its name) and ``status``. With
+    ``messages`` (= ``len(payloads)``), ``excluded``, ``protocol`` (its name) and ``status``. With
     ``status == "ok"`` it adds the protocol's :meth:`result_fields` — ``estimate`` for every
     protocol, and e.g. ``estimate_exact``, ``raw_sum``, ``clamped``, ``precision`` for the
     cloak. With ``status == "error"`` it adds ``error``, a one-line reason: the batch does not
@@ -84,6 +86,7 @@ def analyze_round(
         "round": round_id,
         "users": clients,
         "messages": len(payloads),
+        "excluded": excluded,
         "protocol": protocol.name,
     }
     try:

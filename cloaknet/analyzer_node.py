@@ -7,12 +7,16 @@ analyzed.
 ``GET /rounds/<id>`` (JSON) and the websocket frame ``subscribe {round}`` → ``result {...}``.
 The analysis is :func:`cloaknet.analysis.analyze_round` with the chain's protocol (the count
 is checked against n·m there: a mismatch makes the round's result an error, never a wrong
-sum). :func:`analyzer_node` builds the node.
+sum); a published estimate carries the privacy guarantee it was made under (``epsilon``,
+``delta``). The status page (``GET /`` on the analyzer, :mod:`mixnet.status_page`) shows the
+results in :meth:`AnalyzerApp.result_columns`. :func:`analyzer_node` builds the node.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,12 +26,40 @@ from cloaknet.analysis import analyze_round
 from cloaknet.encoding import decode_share
 from cloaknet.errors import CloakError
 from cloaknet.protocols import SummationProtocol
+from mixnet.chain import ChainConfig
 from mixnet.core.actions import DeliveredBatch
 from mixnet.settings import NodeSettings
 from mixnet.sink import SinkNode
+from mixnet.status_page import ResultColumn
 from mixnet.store import NodeStore
 
-__all__ = ["AnalyzerApp", "analyzer_node"]
+__all__ = ["RESULT_COLUMNS", "AnalyzerApp", "analyzer_node"]
+
+#: The status page's results table (:meth:`AnalyzerApp.result_columns`).
+RESULT_COLUMNS: tuple[ResultColumn, ...] = (
+    ResultColumn("round", "round"),
+    ResultColumn("status", "status"),
+    ResultColumn("users", "users", description="users whose values the round counted"),
+    ResultColumn(
+        "excluded",
+        "excluded",
+        default=0,
+        format="count",
+        description="users excluded from the round (0 when the result does not say)",
+    ),
+    ResultColumn("protocol", "protocol"),
+    ResultColumn(
+        "ε", "epsilon", description="the (ε, δ)-differential privacy of the published sum"
+    ),
+    ResultColumn(
+        "δ", "delta", description="the (ε, δ)-differential privacy of the published sum"
+    ),
+    ResultColumn("estimate", "estimate", description="the published, private sum"),
+    ResultColumn("messages", "messages"),
+    ResultColumn("analyzed in", "analyze_seconds", format="seconds"),
+    ResultColumn("completed", "completed_at", format="time"),
+    ResultColumn("error", "error", default=""),
+)
 
 
 class AnalyzerApp:
@@ -37,7 +69,8 @@ class AnalyzerApp:
     ``dump_dir`` (experiments only; the ``--dump-dir`` option) makes :meth:`analyze` also write
     each round's input — the shuffled messages — to ``<dump_dir>/round-<id>.json``. It is off
     by default because it keeps data a deployment should not. ``clock`` (unix seconds) stamps
-    ``completed_at`` and measures ``analyze_seconds``.
+    ``completed_at`` and measures ``analyze_seconds``. It is also a
+    :class:`~mixnet.status_page.DescribesResults` (:meth:`result_columns`).
 
     :raises TypeError: ``protocol`` is not a
         :class:`~cloaknet.protocols.base.SummationProtocol`.
@@ -64,7 +97,11 @@ class AnalyzerApp:
         """The JSON result of round ``round_id``: :func:`~cloaknet.analysis.analyze_round` of
         the batch (``round``, ``users``, ``messages``, ``protocol``, ``status`` and either the
         protocol's fields or ``error``), plus ``completed_at`` (unix seconds, from ``clock``)
-        and ``analyze_seconds`` (>= 0).
+        and ``analyze_seconds`` (>= 0). With ``status == "ok"`` it also states the privacy
+        guarantee the estimate was made under: ``epsilon`` and ``delta``, the protocol's
+        stated (ε, δ) (the chain file's loader checked that it holds for every round size
+        its ``[round]`` allows), or ``None`` where the protocol states none (a cloak built
+        from bare parameters).
 
         A bad batch (wrong count, a payload of the wrong width or value) gives
         ``status == "error"``; it never raises for it. Apart from the two timing fields the
@@ -75,7 +112,18 @@ class AnalyzerApp:
         :raises OSError: the dump could not be written (only with ``dump_dir``).
         """
         started = self.clock()
-        result = analyze_round(self.protocol, round_id, batch.clients, batch.count, batch.payloads)
+        result = analyze_round(
+            self.protocol,
+            round_id,
+            batch.clients,
+            batch.count,
+            batch.payloads,
+            excluded=batch.excluded,
+        )
+        if result.get("status") == "ok":
+            epsilon, delta = self.protocol.epsilon, self.protocol.delta
+            result.setdefault("epsilon", epsilon if math.isfinite(epsilon) else None)
+            result.setdefault("delta", delta if math.isfinite(delta) else None)
         if self.dump_dir is not None:
             self._dump(round_id, batch.clients, batch.payloads)
         completed = self.clock()
@@ -87,6 +135,12 @@ class AnalyzerApp:
         """The result of an aborted round (below ``min_users`` at the deadline):
         ``{"round": round_id, "status": "aborted"}``."""
         return {"round": round_id, "status": "aborted"}
+
+    def result_columns(self) -> tuple[ResultColumn, ...]:
+        """The status page's results table: :data:`RESULT_COLUMNS` — round, status, users,
+        excluded (0 when a result has no ``excluded``), protocol, ε, δ, estimate, messages,
+        analysis time, completion time and error."""
+        return RESULT_COLUMNS
 
     def _dump(self, round_id: int, clients: int, payloads: Sequence[bytes]) -> None:
         """Write ``<dump_dir>/round-<id>.json``: the round's shuffled messages as integers
@@ -126,13 +180,17 @@ def analyzer_node(
     *,
     dump_dir: Path | None = None,
     clock: Callable[[], float] = time.time,
+    chain: ChainConfig | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> SinkNode:
     """The chain's last node (constructed, not started): a :class:`~mixnet.sink.SinkNode`
-    running :class:`AnalyzerApp` for ``protocol``.
+    running :class:`AnalyzerApp` for ``protocol``. ``chain`` and ``ssl_context`` are for its
+    status page (see :meth:`~mixnet.sink.SinkNode.show_chain`).
 
     :raises TypeError, ParameterError: as :class:`AnalyzerApp`.
     :raises ValueError: ``settings`` describe rounds of another shape than the protocol's
-        (``messages`` per client, ``payload_length`` bytes per message).
+        (``messages`` per client, ``payload_length`` bytes per message), or ``chain`` is
+        not the chain whose sink ``settings`` describe.
     """
     app = AnalyzerApp(protocol, dump_dir=dump_dir, clock=clock)
     expected = (app.messages, protocol.bytes_per_message)
@@ -142,4 +200,4 @@ def analyzer_node(
             f"{settings.payload_length} bytes per client; protocol {protocol.name!r} sends "
             f"{expected[0]} of {expected[1]}"
         )
-    return SinkNode(settings, store, app, clock=clock)
+    return SinkNode(settings, store, app, clock=clock, chain=chain, ssl_context=ssl_context)

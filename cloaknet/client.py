@@ -41,6 +41,7 @@ from mixnet.client import MixnetClient
 from mixnet.errors import LinkClosed, MalformedFrame, MixnetError
 from mixnet.frames import ROUND_ID_MAX
 from mixnet.link import Backoff
+from mixnet.tls import TlsError
 from mixnet.wire import get_float, get_int
 
 __all__ = [
@@ -178,10 +179,11 @@ class ChainClient:
         self, make_payloads: Callable[[], Sequence[bytes]], client_id: str | None
     ) -> Receipt:
         """:meth:`MixnetClient.submit`, with its refusals turned into
-        :class:`SubmissionRejected` (``LinkClosed`` and connection failures pass through)."""
+        :class:`SubmissionRejected` (``LinkClosed``, ``TlsError`` and connection failures
+        pass through)."""
         try:
             receipt = await self.mixnet.submit(make_payloads, client_id=client_id)
-        except LinkClosed:
+        except (LinkClosed, TlsError):
             raise
         except MixnetError as exc:
             raise SubmissionRejected(exc.code, exc.reason) from exc
@@ -203,6 +205,8 @@ class ChainClient:
         :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters.
         :raises SubmissionRejected: the submission was refused (see its ``code``).
         :raises LinkClosed: the client was closed.
+        :raises TlsError: the entry mix's TLS certificate is not trusted by the chain file's
+            ``[tls].ca`` (or the system's CAs), or it does not speak TLS; not retried.
         :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the entry mix was
             unreachable for ``retry_for`` seconds.
         """
@@ -295,7 +299,8 @@ class ChainClient:
         :raises TimeoutError: no result within ``timeout`` seconds.
         :raises MalformedFrame: the reply is about another round, or an ``ok`` result lacks a
             valid ``users`` or ``estimate``.
-        :raises MixnetError: the analyzer answered with an error frame (not retried).
+        :raises MixnetError: the analyzer answered with an error frame (not retried), or
+            :class:`~mixnet.tls.TlsError`: its TLS certificate is not trusted.
         :raises LinkClosed: the client was closed.
         :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the analyzer was
             unreachable for ``retry_for`` seconds.

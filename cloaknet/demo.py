@@ -1,25 +1,62 @@
-"""``cloaknet demo --mixes 0``: the cloak with an ideal shuffler, in this one process.
+"""``cloaknet demo --mixes 0``: the planned protocol with an ideal shuffler, in this one process.
 
-Plans the cloak's parameters, runs :func:`cloaknet.pipeline.run_pipeline` (encode → uniform
-shuffle → analyze, no network) and prints what happened. Plain ``cloaknet demo`` (``--mixes``
->= 1, the default) runs the networked chain of separate processes instead:
-:mod:`cloaknet.netdemo`.
+Chooses the parameters exactly as ``cloaknet plan`` does (:func:`cloaknet.demo_plan.choose`,
+by default :func:`cloaknet.plans.select_plan` with ``bound="auto"``), runs encode → uniform
+shuffle → analyze without a network (the cloak through
+:func:`cloaknet.pipeline.run_pipeline`, any other protocol through its own
+``encode_many``/``analyze``) and prints what happened, naming the bound and the noise. Plain
+``cloaknet demo`` (``--mixes`` >= 1, the default) runs the networked chain of separate
+processes instead: :mod:`cloaknet.netdemo`.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cloaknet.certified import display_down
+from cloaknet.demo_plan import choose
+from cloaknet.pipeline import Progress as ProgressCallback
 from cloaknet.pipeline import run_pipeline
-from cloaknet.planner import plan
+from cloaknet.protocols import SummationProtocol
+from cloaknet.randomness import SYSTEM_RANDOM
+from cloaknet.vectorized import shuffle
 
 __all__ = ["run_demo"]
+
+
+def _run_protocol(
+    values: NDArray[np.float64], protocol: SummationProtocol, progress: ProgressCallback
+) -> tuple[float, dict[str, float]]:
+    """Encode every value with ``protocol``, shuffle all messages uniformly and analyze:
+    the estimate and the seconds of each stage."""
+    n = int(values.size)
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    progress("encode", 0, n)
+    messages = protocol.encode_many(values, SYSTEM_RANDOM)
+    progress("encode", n, n)
+    t1 = time.perf_counter()
+    seconds["encode"] = t1 - t0
+    size = int(np.asarray(messages).size)
+    progress("shuffle", 0, size)
+    mixed = shuffle(messages, SYSTEM_RANDOM)
+    progress("shuffle", size, size)
+    t2 = time.perf_counter()
+    seconds["shuffle"] = t2 - t1
+    progress("analyze", 0, size)
+    estimate = float(protocol.analyze(mixed, n))
+    progress("analyze", size, size)
+    seconds["analyze"] = time.perf_counter() - t2
+    return estimate, seconds
 
 
 def run_demo(
@@ -31,16 +68,26 @@ def run_demo(
     mode: str,
     data_seed: int | None,
     as_json: bool,
+    bound: str = "auto",
+    protocol: str = "plan",
 ) -> int:
     """Run the demo and print a table (or one JSON object). Returns the exit code (0).
+
+    ``protocol`` and ``bound`` choose what runs (:func:`cloaknet.demo_plan.choose`: by
+    default what ``cloaknet plan`` prints for these arguments). The JSON object has the
+    plan's :meth:`~cloaknet.plans.SelectedPlan.summary` (``protocol``, ``bound``, ``lemma``,
+    ``noise``, ``messages_per_user``, ``epsilon``, ``epsilon_exact``, ``delta``, …; for a
+    comparison protocol run by name, ``bound`` and ``lemma`` name its own analysis) and
+    what the run measured (``true_sum``, ``estimate``, ``error``, ``seconds``, …).
 
     The demo's *input data* is drawn with numpy's generator (optionally seeded, so a run can
     be repeated); every share, the shuffle and the noise use the OS CSPRNG.
     """
     started = time.perf_counter()
-    chosen = plan(users, epsilon, delta, precision, mode)
+    choice = choose(protocol, users, epsilon, delta, mode=mode, bound=bound, precision=precision)
     values = np.random.default_rng(data_seed).random(users)
     console = Console(stderr=True)
+    summary: dict[str, Any] = {"users": users, "mixes": 0, **choice.summary}
     with Progress(
         TextColumn("{task.description:<8}"),
         BarColumn(),
@@ -56,45 +103,66 @@ def run_demo(
                 tasks[stage] = bars.add_task(stage, total=total)
             bars.update(tasks[stage], completed=done, total=total)
 
-        outcome = run_pipeline(values, chosen.params, progress=progress)
-    seconds = time.perf_counter() - started
-    summary = {
-        "users": users,
-        "mixes": 0,
-        "mode": chosen.mode,
-        "messages_per_user": chosen.params.messages,
-        "modulus": chosen.params.modulus,
-        "precision": chosen.params.precision,
-        "epsilon": chosen.epsilon,
-        "delta": chosen.delta,
-        "true_sum": outcome.true_sum,
-        "rounded_sum": float(outcome.rounded_sum),
-        "estimate": outcome.estimate,
-        "error": outcome.error,
-        "expected_rmse": chosen.expected_rmse,
-        "noisy_users": outcome.noisy_users,
-        "clamped": outcome.result.clamped,
-        "seconds": seconds,
-        "stage_seconds": outcome.seconds,
-    }
+        params = choice.cloak_params
+        if params is not None:
+            outcome = run_pipeline(values, params, progress=progress)
+            summary.update(
+                {
+                    "true_sum": outcome.true_sum,
+                    "rounded_sum": float(outcome.rounded_sum),
+                    "estimate": outcome.estimate,
+                    "error": outcome.error,
+                    "noisy_users": outcome.noisy_users,
+                    "clamped": outcome.result.clamped,
+                    "stage_seconds": outcome.seconds,
+                }
+            )
+        else:
+            estimate, stages = _run_protocol(values, choice.protocol, progress)
+            true_sum = float(np.sum(values))
+            summary.update(
+                {
+                    "true_sum": true_sum,
+                    "rounded_sum": None,  # these protocols round randomly
+                    "estimate": estimate,
+                    "error": estimate - true_sum,
+                    "expected_estimate": choice.protocol.expected_estimate(values),
+                    "stage_seconds": stages,
+                }
+            )
+    summary["seconds"] = time.perf_counter() - started
     if as_json:
         print(json.dumps(summary, indent=2))
         return 0
+    _print_table(summary)
+    return 0
+
+
+def _print_table(summary: dict[str, Any]) -> None:
     out = Console()
-    table = Table(title=f"cloaknet demo — {users:,} users, {chosen.mode}, ideal shuffler")
+    table = Table(
+        title=f"cloaknet demo — {summary['users']:,} users, {summary['protocol']}, "
+        f"{summary['mode']}, ideal shuffler"
+    )
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    table.add_row("messages per user m", str(chosen.params.messages))
-    table.add_row("modulus N", f"{chosen.params.modulus} ({chosen.params.bits_per_message} bits)")
-    table.add_row("(epsilon, delta)", f"({chosen.epsilon:.4g}, {chosen.delta:.3g})")
-    table.add_row("true sum", f"{outcome.true_sum:.6f}")
-    table.add_row("rounded sum  Σ⌊x·k⌋/k", f"{float(outcome.rounded_sum):.6f}")
-    table.add_row("estimate", f"{outcome.estimate:.6f}")
-    table.add_row("error (estimate − true)", f"{outcome.error:+.6f}")
-    table.add_row("expected RMSE", f"{chosen.expected_rmse:.4g}")
-    table.add_row("users who added noise", str(outcome.noisy_users))
-    for stage, secs in outcome.seconds.items():
+    table.add_row("bound", f"{summary['bound']} ({summary['lemma']})")
+    table.add_row("noise", str(summary["noise"]))
+    table.add_row("messages per user m", str(summary["messages_per_user"]))
+    table.add_row("modulus N", str(summary["modulus"]))
+    table.add_row(
+        "(epsilon, delta)",
+        f"({display_down(Fraction(summary['epsilon_exact']))}, {summary['delta']:.3g})",
+    )
+    table.add_row("true sum", f"{summary['true_sum']:.6f}")
+    if summary["rounded_sum"] is not None:
+        table.add_row("rounded sum  Σ⌊x·k⌋/k", f"{summary['rounded_sum']:.6f}")
+    table.add_row("estimate", f"{summary['estimate']:.6f}")
+    table.add_row("error (estimate − true)", f"{summary['error']:+.6f}")
+    table.add_row("expected RMSE", f"{summary['expected_rmse']:.4g}")
+    if "noisy_users" in summary:
+        table.add_row("users who added noise", str(summary["noisy_users"]))
+    for stage, secs in summary["stage_seconds"].items():
         table.add_row(f"time: {stage}", f"{secs:.3f} s")
-    table.add_row("wall time", f"{seconds:.3f} s")
+    table.add_row("wall time", f"{summary['seconds']:.3f} s")
     out.print(table)
-    return 0

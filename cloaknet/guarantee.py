@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from fractions import Fraction
 
 from cloaknet import accounting
 from cloaknet.errors import ParameterError
@@ -81,6 +82,7 @@ def guarantee_at(
                 log_delta=-sigma * math.log(2.0),
                 lemma=BBGN_LEMMA,
                 terms={"sigma": sigma},
+                epsilon_exact=Fraction(0),
             )
         return accounting.sum_preserving_bound(
             params.messages, params.modulus, gamma, users - 1,
@@ -89,8 +91,8 @@ def guarantee_at(
     noise = params.noise
     assert noise is not None  # CloakParams: single-user mode has noise
     return accounting.single_user_bound(
-        params.messages, params.modulus, gamma, params.precision, noise.p, float(noise.q),
-        users, colluders,
+        params.messages, params.modulus, gamma, params.precision, noise.p, noise.q,
+        users, colluders, noise_scale=noise.scale,
     )
 
 

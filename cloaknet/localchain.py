@@ -15,15 +15,17 @@ from pathlib import Path
 from cloaknet.analyzer_node import analyzer_node
 from cloaknet.chainfile import SINK_TABLE, CloakChain
 from cloaknet.protocols import SummationProtocol
+from cloaknet.validator import payload_validator
 from mixnet.chain import ChainConfig, RoundPolicy
-from mixnet.localchain import HOST, run_local_chain
+from mixnet.limits import DEFAULT_LIMITS, Limits
+from mixnet.localchain import HOST, LocalTls, run_local_chain
 from mixnet.mix import MixNode
 from mixnet.node import BaseNode
 from mixnet.settings import NodeSettings
 from mixnet.sink import SinkNode
 from mixnet.store import NodeStore
 
-__all__ = ["HOST", "LocalChain", "local_chain"]
+__all__ = ["HOST", "LocalChain", "LocalTls", "local_chain"]
 
 
 @dataclass
@@ -50,6 +52,8 @@ async def local_chain(
     mixes: int = 3,
     chain_id: str = "local",
     dump_dir: Path | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    tls: LocalTls | None = None,
 ) -> AsyncIterator[LocalChain]:
     """Run a chain of ``mixes`` mixes (``mix1`` … ``mixL``, fresh identity keys) and an
     ``analyzer`` running ``protocol``, all on 127.0.0.1 with ephemeral ports, each with its own
@@ -57,7 +61,10 @@ async def local_chain(
     node and close every store on exit (also when starting fails midway).
 
     ``dump_dir`` is passed to the analyzer (see :class:`~cloaknet.analyzer_node.AnalyzerApp`).
-    Everything that can be checked is checked before any node starts.
+    ``limits`` is the chain's ``[limits]``; with ``tls`` every node serves ``wss://`` and
+    the chain (hence :func:`cloaknet.client.connect`) trusts ``tls.ca``
+    (:class:`~mixnet.localchain.LocalTls`). Everything that can be checked is checked
+    before any node starts.
 
     :raises ValueError: ``mixes < 1``.
     :raises TypeError: ``protocol`` is not a
@@ -65,6 +72,7 @@ async def local_chain(
     :raises ChainFileError: ``policy`` does not fit the protocol (see
         :class:`~cloaknet.chainfile.CloakChain`).
     :raises ChainConfigError: ``chain_id`` is not a valid name.
+    :raises TlsError: ``tls.ca`` cannot be read.
     :raises OSError: a store cannot be opened or a node cannot listen.
     """
     if not isinstance(protocol, SummationProtocol):
@@ -87,5 +95,8 @@ async def local_chain(
         sink_name="analyzer",
         sink_table=SINK_TABLE,
         check=check,
+        limits=limits,
+        tls=tls,
+        validator=payload_validator(protocol),
     ) as running:
         yield LocalChain(CloakChain(running.config, protocol), running.mixes, running.sink)

@@ -1,11 +1,14 @@
 """``cloaknet demo`` (``--mixes`` >= 1, the default): the system as separate OS processes.
 
-Plans parameters, writes identity keys and a chain file into a temporary directory, starts
+Chooses the parameters exactly as ``cloaknet plan`` does (:func:`cloaknet.demo_plan.choose`:
+by default :func:`cloaknet.plans.select_plan` with ``bound="auto"``), writes identity keys
+and a chain file into a temporary directory, starts
 every mix and the analyzer as ``python -m cloaknet node ...`` processes on 127.0.0.1 ports
 picked at start, waits for ``/healthz``, runs the users as concurrent clients of the
-websocket client library, follows the round through every hop, prints the result, and stops
-every process it started — also on Ctrl-C and on failure. The chain carries the cloak or a
-comparison protocol (``--protocol``); ``--mixes 0`` runs :mod:`cloaknet.demo` instead.
+websocket client library, follows the round through every hop, prints the result (naming
+the bound and the noise), and stops every process it started — also on Ctrl-C and on
+failure. ``--protocol`` picks the cloak or a comparison protocol instead of the plan;
+``--mixes 0`` runs :mod:`cloaknet.demo` instead.
 """
 
 from __future__ import annotations
@@ -32,13 +35,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cloaknet.chainfile import CHAIN_PROTOCOLS, SINK_TABLE, generate_node_keys, write_chain_file
+from cloaknet.certified import display_down
+from cloaknet.chainfile import SINK_TABLE, generate_node_keys, write_chain_file
 from cloaknet.client import connect
+from cloaknet.demo_plan import choose
 from cloaknet.encoding import quantize
-from cloaknet.errors import ParameterError
-from cloaknet.params import CloakParams
-from cloaknet.planner import Plan, plan
-from cloaknet.protocols import SummationProtocol, make_protocol
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 
 __all__ = ["DemoError", "run_network_demo"]
@@ -128,30 +129,21 @@ def run_network_demo(
     as_json: bool,
     keep: bool = False,
     concurrency: int = 32,
-    protocol: str = "cloak",
+    protocol: str = "plan",
+    bound: str = "auto",
 ) -> int:
     """Run the multi-process demo; prints a table or one JSON object; returns 0.
 
-    ``protocol`` is "cloak" (the planner's parameters for ``mode``) or one of the comparison
-    protocols the chain can carry (:data:`~cloaknet.chainfile.CHAIN_PROTOCOLS`).
+    ``protocol`` and ``bound`` choose what the chain carries (:func:`cloaknet.demo_plan.choose`;
+    by default the plan ``cloaknet plan`` prints for these arguments). The JSON object has
+    the plan's summary (``protocol``, ``bound``, ``lemma``, ``noise``,
+    ``messages_per_user``, ``epsilon``, ``epsilon_exact``, ``delta``, …) and what the run
+    measured.
     """
     started = time.perf_counter()
-    chosen: Plan | None = None
-    other: SummationProtocol | None = None
-    table: CloakParams | dict[str, Any]
-    if protocol == "cloak":
-        chosen = plan(users, epsilon, delta, precision, mode)
-        table = chosen.params
-    else:
-        if protocol not in CHAIN_PROTOCOLS:
-            raise ParameterError(
-                f"unknown protocol {protocol!r}; choose cloak or one of "
-                f"{', '.join(CHAIN_PROTOCOLS)}"
-            )
-        other = make_protocol(protocol, users, epsilon, delta, precision=precision)
-        table = {"name": protocol, "users": users, "epsilon": epsilon, "delta": delta}
-        if precision is not None:
-            table["precision"] = precision
+    choice = choose(protocol, users, epsilon, delta, mode=mode, bound=bound, precision=precision)
+    chosen = choice.cloak_plan
+    table = choice.chain_table(precision)
     values = np.random.default_rng(data_seed).random(users)
     directory = Path(tempfile.mkdtemp(prefix="cloaknet-demo-"))
     procs = _Processes(directory)
@@ -210,7 +202,7 @@ def run_network_demo(
     summary: dict[str, Any] = {
         "users": users,
         "mixes": mixes,
-        "protocol": protocol,
+        **choice.summary,
         "round": outcome["round"],
         "true_sum": true_sum,
         "estimate": result["estimate"],
@@ -228,30 +220,17 @@ def run_network_demo(
         )
         summary.update(
             {
-                "mode": chosen.mode,
-                "messages_per_user": params.messages,
-                "modulus": params.modulus,
-                "precision": params.precision,
-                "epsilon": chosen.epsilon,
-                "delta": chosen.delta,
                 "rounded_sum": float(rounded),
                 "rounded_sum_exact": f"{rounded.numerator}/{rounded.denominator}",
                 "estimate_exact": result["estimate_exact"],
-                "expected_rmse": chosen.expected_rmse,
             }
         )
     else:
-        assert other is not None
         summary.update(
             {
-                "mode": "single-user",
-                "messages_per_user": int(other.messages_per_user),
-                "modulus": other.message_modulus,
-                "epsilon": epsilon,
-                "delta": delta,
                 "rounded_sum": None,  # these protocols round randomly: no fixed rounded sum
-                "expected_estimate": other.expected_estimate(values),
-                "expected_rmse": other.predicted_rmse_for(values),
+                "expected_estimate": choice.protocol.expected_estimate(values),
+                "expected_rmse": choice.protocol.predicted_rmse_for(values),
             }
         )
     if as_json:
@@ -347,14 +326,19 @@ def _statuses(ports: list[int]) -> list[dict[str, Any]]:
 
 
 def _print_table(summary: dict[str, Any]) -> None:
-    what = summary["mode"] if summary["protocol"] == "cloak" else summary["protocol"]
     table = Table(
-        title=f"cloaknet demo — {summary['users']:,} users, {summary['mixes']} mixes, {what}"
+        title=f"cloaknet demo — {summary['users']:,} users, {summary['mixes']} mixes, "
+        f"{summary['protocol']}, {summary['mode']}"
     )
     table.add_column("quantity")
     table.add_column("value", justify="right")
+    table.add_row("bound", f"{summary['bound']} ({summary['lemma']})")
+    table.add_row("noise", str(summary["noise"]))
     table.add_row("messages per user m", str(summary["messages_per_user"]))
-    table.add_row("(epsilon, delta)", f"({summary['epsilon']:.4g}, {summary['delta']:.3g})")
+    table.add_row(
+        "(epsilon, delta)",
+        f"({display_down(Fraction(summary['epsilon_exact']))}, {summary['delta']:.3g})",
+    )
     table.add_row("true sum", f"{summary['true_sum']:.6f}")
     if summary["rounded_sum"] is not None:
         table.add_row("rounded sum  Σ⌊x·k⌋/k", f"{summary['rounded_sum']:.6f}")

@@ -29,6 +29,7 @@ from cloaknet.randomness import SYSTEM_RANDOM, RandomSource, bernoulli_fraction
 
 __all__ = [
     "bernoulli_exp_neg",
+    "bernoulli_exp_neg_ratio",
     "noise_p",
     "sample_discrete_laplace",
     "sample_truncated_laplace",
@@ -139,6 +140,28 @@ def bernoulli_exp_neg(gamma: Fraction | int, rng: RandomSource = SYSTEM_RANDOM) 
     if g < 0:
         raise ParameterError(f"gamma must be >= 0, got {g}")
     return _bernoulli_exp_neg_ratio(g.numerator, g.denominator, rng)
+
+
+def bernoulli_exp_neg_ratio(num: int, den: int, rng: RandomSource = SYSTEM_RANDOM) -> bool:
+    """Exact Bernoulli(exp(-num/den)) for integers ``num >= 0`` and ``den > 0``.
+
+    The integer form of :func:`bernoulli_exp_neg` (same construction, no Fraction built), for
+    samplers that keep their parameters as numerator/denominator pairs (e.g. the Pólya
+    sampler of :mod:`cloaknet.protocols.polya`).
+
+    Raises:
+        ParameterError: ``num`` negative, ``den`` not positive, or either not an int.
+    """
+    if (
+        isinstance(num, bool)
+        or isinstance(den, bool)
+        or not isinstance(num, int)
+        or not isinstance(den, int)
+        or num < 0
+        or den <= 0
+    ):
+        raise ParameterError(f"need integers num >= 0 and den > 0, got {num!r} and {den!r}")
+    return _bernoulli_exp_neg_ratio(num, den, rng)
 
 
 def _discrete_laplace(num: int, den: int, rng: RandomSource) -> int:

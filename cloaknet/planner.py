@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from cloaknet import accounting
+from cloaknet import accounting, certified
 from cloaknet.errors import InfeasiblePlanError, ParameterError
 from cloaknet.guarantee import guarantee_at, weakest_round_size
 from cloaknet.params import MODES, CloakParams, Mode, NoiseParams, share_width
@@ -84,8 +84,25 @@ class Plan:
         return weakest_round_size(self.mode, self.bound, self.users, self.params.max_users)
 
     @property
+    def epsilon_exact(self) -> Fraction:
+        """ε exactly, or a certified upper bound within 10^−48 of it
+        (:attr:`cloaknet.accounting.PrivacyBound.epsilon_exact`)."""
+        exact = self.guarantee.epsilon_exact
+        return exact if exact is not None else Fraction(self.epsilon)
+
+    @property
+    def noise_name(self) -> str:
+        """The noise the plan adds: ``"truncated-laplace"`` (D_{N,p}, single-user) or
+        ``"none"`` (sum-preserving)."""
+        return "truncated-laplace" if self.params.noise is not None else "none"
+
+    @property
     def meets_target(self) -> bool:
-        return self.epsilon <= self.target_epsilon and self.delta <= self.target_delta
+        """ε (exact, :attr:`epsilon_exact`) and δ within the target."""
+        return (
+            self.epsilon_exact <= Fraction(self.target_epsilon)
+            and self.delta <= self.target_delta
+        )
 
     @property
     def bytes_per_user(self) -> int:
@@ -107,11 +124,13 @@ class Plan:
             "modulus": self.params.modulus,
             "precision": self.params.precision,
             "gamma": self.gamma if self.bound != "bbgn" else None,
+            "noise": self.noise_name,
             "noise_p": noise.p if noise else None,
             "noise_q": float(noise.q) if noise else None,
             "noise_scale": str(noise.scale) if noise else None,
             "noise_q_exact": str(noise.q) if noise else None,
             "epsilon": self.epsilon,
+            "epsilon_exact": certified.decimal_up(self.epsilon_exact),
             "delta": self.delta,
             "evaluated_at_users": self.evaluated_at_users,
             "log_delta": (
@@ -505,8 +524,9 @@ def _plan_bbgn_sum_preserving(
         guarantee=guarantee,
         expected_rmse=accounting.expected_rmse(users, k),
         rounding_error_worst=accounting.rounding_error_worst(users, k), noise_std=0.0,
-        notes=("statistical-distance bound of Balle, Bell, Gascón and Nissim (its statement "
-               "was not checked against the paper's text; see cloaknet.protocols.bbgn)",),
+        notes=("statistical-distance bound of Balle, Bell, Gascón and Nissim for the "
+               "cloak's own encoder (split-and-mix): (0, 2^-sigma)-DP under sum-preserving "
+               "changes", accounting.BBGN_UNVERIFIED),
     )
 
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Any, Literal
 
-from cloaknet import accounting
+from cloaknet import accounting, certified
 from cloaknet.errors import InfeasiblePlanError, ParameterError
 from cloaknet.params import MODES, Mode
 from cloaknet.planner import BOUNDS, DEFAULT_MAX_MESSAGES, Bound, Plan, plan
@@ -54,9 +55,9 @@ Noise = Literal["truncated-laplace", "polya", "none"]
 
 _BBGN_LEMMA = "BBGN (arXiv 1909.11225) + discrete Laplace"
 _BBGN_NOTE = (
-    "every user adds the difference of two Polya variables; the sum over the "
-    "honest users is discrete Laplace (pure epsilon-DP); the chain file form is "
-    '[protocol] name = "bbgn"'
+    "every user adds the difference of two Polya variables, drawn exactly (integer "
+    "arithmetic, CSPRNG integers); the sum over the honest users is exactly discrete "
+    'Laplace (pure epsilon-DP); the chain file form is [protocol] name = "bbgn"'
 )
 
 
@@ -89,7 +90,10 @@ class SelectedPlan:
     over rounds of ``users`` to ``max_users`` users, attained at ``evaluated_at_users``
     (``max_users`` for the sum-preserving lemmas, ``users`` otherwise; :mod:`cloaknet.guarantee`),
     ``expected_rmse`` the predicted error in input units, ``modulus`` N (messages lie in
-    [0, N)), ``precision`` k. ``alternatives`` are the other feasible candidates of an
+    [0, N)), ``precision`` k. ``epsilon_exact`` is ε exactly (BBGN: k·γ) or a certified
+    upper bound within 10^−48 of it (the cloak's lemmas; :mod:`cloaknet.certified`), and
+    ``epsilon`` the smallest float not below it; ``meets_target`` compares ``epsilon_exact``
+    and ``delta`` with the target. ``alternatives`` are the other feasible candidates of an
     ``auto`` selection (empty otherwise).
     """
 
@@ -113,6 +117,7 @@ class SelectedPlan:
     bits_per_message: int
     bytes_per_message: int
     notes: tuple[str, ...]
+    epsilon_exact: Fraction
     plan: Plan | None = None
     bbgn: BBGNPlan | None = None
     alternatives: tuple[SelectedPlan, ...] = field(default=(), compare=False)
@@ -138,6 +143,30 @@ class SelectedPlan:
         assert self.bbgn is not None
         return BBGNProtocol.from_plan(self.bbgn)
 
+    def summary(self) -> dict[str, Any]:
+        """What a run of this plan reports about its parameters (the demos' JSON): the
+        protocol, ``bound``, ``lemma``, ``noise``, ``messages_per_user``, modulus, precision,
+        the achieved (ε, δ) with ``epsilon_exact`` (module doc), the target, whether it is
+        met, the round size the guarantee is evaluated at and the predicted RMSE."""
+        return {
+            "protocol": self.protocol_name,
+            "mode": self.mode,
+            "bound": self.bound,
+            "lemma": self.lemma,
+            "noise": self.noise,
+            "messages_per_user": self.messages,
+            "modulus": self.modulus,
+            "precision": self.precision,
+            "epsilon": self.epsilon,
+            "epsilon_exact": certified.decimal_up(self.epsilon_exact),
+            "delta": self.delta,
+            "target_epsilon": self.target_epsilon,
+            "target_delta": self.target_delta,
+            "meets_target": self.meets_target,
+            "evaluated_at_users": self.evaluated_at_users,
+            "expected_rmse": self.expected_rmse,
+        }
+
     def to_json(self) -> dict[str, Any]:
         """The ``cloaknet plan --json`` object (without ``alternatives``)."""
         if self.plan is not None:
@@ -159,7 +188,10 @@ class SelectedPlan:
             "noise": "polya",
             "noise_p": math.exp(self.bbgn.log_alpha),
             "noise_q": 1.0,
+            "noise_gamma": _fraction_text(self.bbgn.noise_gamma),
+            "noise_shape": _fraction_text(self.bbgn.noise_shape),
             "epsilon": self.epsilon,
+            "epsilon_exact": certified.decimal_up(self.epsilon_exact),
             "delta": self.delta,
             "evaluated_at_users": self.evaluated_at_users,
             "meets_target": self.meets_target,
@@ -170,6 +202,11 @@ class SelectedPlan:
             "expected_rmse": self.expected_rmse,
             "notes": list(self.notes),
         }
+
+
+def _fraction_text(value: Fraction) -> str:
+    """``value`` as ``"num/den"``."""
+    return f"{value.numerator}/{value.denominator}"
 
 
 def _request(
@@ -240,27 +277,26 @@ def _from_plan(request: PlanRequest, made: Plan) -> SelectedPlan:
         bits_per_message=params.bits_per_message,
         bytes_per_message=params.share_bytes,
         notes=made.notes,
+        epsilon_exact=made.epsilon_exact,
         plan=made,
     )
 
 
 def _bbgn_single_user(request: PlanRequest) -> SelectedPlan:
-    """Single-user changes with the BBGN bound: split-and-mix with Pólya noise, planned for
-    exactly n users. By construction m meets the message bound for σ = log2((1 + e^ε)/δ),
-    so the achieved (ε, (1 + e^ε)·2^−σ') with σ' >= σ meets the target."""
+    """Single-user changes with the BBGN bound: split-and-mix with Pólya noise for rounds of
+    ``users`` to ``max_users`` users (noise and messages planned for the smallest round, the
+    modulus for the largest: :func:`cloaknet.protocols.bbgn_plan`). By construction m meets
+    the message bound for σ = log2((1 + e^ε)/δ) with the fewest honest users, so the achieved
+    (ε, (1 + e^ε)·2^−σ') with σ' >= σ meets the target in every round of the range."""
     if request.max_rmse is not None:
         raise ParameterError("--max-rmse applies to the cloak's pre-randomizer only")
-    if request.max_users is not None and request.max_users != request.users:
-        raise ParameterError(
-            "split-and-mix with Pólya noise is planned for exactly n users; "
-            f"max_users ({request.max_users}) must equal users ({request.users})"
-        )
     b = bbgn_plan(
         request.users,
         request.epsilon,
         request.delta,
         request.colluders,
         precision=request.precision,
+        max_users=request.max_users,
     )
     if b.messages > request.max_messages:
         raise InfeasiblePlanError(
@@ -268,6 +304,9 @@ def _bbgn_single_user(request: PlanRequest) -> SelectedPlan:
             f"max_messages = {request.max_messages}"
         )
     sigma = accounting.bbgn_achieved_sigma(b.messages, b.honest, b.modulus)
+    # (1 + e^ε)·2^−σ in log space (no overflow for large ε)
+    delta = math.exp(b.epsilon + math.log1p(math.exp(-b.epsilon)) - sigma * math.log(2.0))
+    exact = b.epsilon_exact
     return SelectedPlan(
         request=request,
         protocol_name="bbgn",
@@ -275,20 +314,21 @@ def _bbgn_single_user(request: PlanRequest) -> SelectedPlan:
         bound="bbgn",
         noise="polya",
         users=b.users,
-        max_users=b.users,
+        max_users=b.max_users,
         colluders=b.colluders,
         messages=b.messages,
         modulus=b.modulus,
         precision=b.precision,
-        epsilon=b.epsilon,
-        delta=(1 + math.exp(b.epsilon)) * 2.0**-sigma,
+        epsilon=certified.float_up(exact),
+        delta=delta,
         evaluated_at_users=b.users,
-        meets_target=True,
+        meets_target=exact <= Fraction(request.epsilon) and delta <= request.delta,
         lemma=_BBGN_LEMMA,
         expected_rmse=b.predicted_rmse,
         bits_per_message=b.bits_per_message,
         bytes_per_message=max(1, (b.bits_per_message + 7) // 8),
-        notes=(_BBGN_NOTE,),
+        notes=(_BBGN_NOTE, accounting.BBGN_UNVERIFIED),
+        epsilon_exact=exact,
         bbgn=b,
     )
 
@@ -330,8 +370,8 @@ def select_plan(
     :param mode: ``"single-user"`` or ``"sum-preserving"`` neighbouring datasets.
     :param max_users: the largest round the parameters must analyze (default ``users``);
         sum-preserving plans of the cloak's lemmas are private up to it (planned and reported
-        at ``max_users``, where Lemma 6 is weakest); the single-user ``bbgn`` protocol is
-        planned for exactly ``users``.
+        at ``max_users``, where Lemma 6 is weakest); the single-user ``bbgn`` protocol plans
+        its noise and messages for ``users`` and its modulus for ``max_users``.
     :param colluders: users assumed to reveal everything to the analyst (default 0).
     :param precision: k (default: each bound's own; 10·n for the cloak).
     :param max_messages: limit on messages per user (default

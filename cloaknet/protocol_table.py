@@ -1,10 +1,13 @@
 """The chain file's ``[protocol]`` table: reading it into a protocol, and writing it.
 
 Three forms (``docs/chainfile.md``): the cloak's explicit parameters (what
-:func:`protocol_section` writes), ``plan = {...}`` (the cloak, planned when the file is
-loaded), and ``name = "bbgn" | "blanket" | "cheu"`` (a comparison protocol planned for
-exactly ``users`` users). :func:`read_protocol_table` turns any of them into a
-:class:`~cloaknet.protocols.base.SummationProtocol`; every problem is a
+:func:`protocol_section` writes), ``plan = {...}`` (planned when the file is loaded, exactly
+as ``cloaknet plan`` plans: :func:`cloaknet.plans.select_plan`, ``bound`` default ``auto``,
+so it may select split-and-mix with Pólya noise), and ``name = "bbgn" | "blanket" |
+"cheu"`` (a comparison protocol planned for exactly ``users`` users; ``bbgn`` also takes
+``max_users`` for rounds of ``users`` to ``max_users`` users). :func:`read_protocol_table`
+turns any of them into a :class:`~cloaknet.protocols.base.SummationProtocol`; every problem
+is a
 :class:`ChainFileError` naming the field. A cloak whose guarantee is stated (a plan, or
 explicit parameters with ``epsilon``/``delta``) is checked for every round size ``[round]``
 allows, where each bound is weakest (:mod:`cloaknet.guarantee`): the sum-preserving Lemma 6
@@ -19,12 +22,11 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from cloaknet import planner
 from cloaknet.errors import CloakError, InfeasiblePlanError, ParameterError
 from cloaknet.guarantee import range_problem
 from cloaknet.params import MODES, CloakParams, NoiseParams
 from cloaknet.planner import BOUNDS, Plan
-from cloaknet.plans import SelectedPlan
+from cloaknet.plans import BOUND_CHOICES, SelectedPlan, select_plan
 from cloaknet.protocols import CloakProtocol, SummationProtocol, make_protocol
 from mixnet.chain import RoundPolicy
 
@@ -40,7 +42,7 @@ __all__ = [
 #: Comparison protocols a chain can run by name (the cloak is run by the explicit or
 #: ``plan`` forms; the trusted curator cannot run in a chain).
 CHAIN_PROTOCOLS = ("blanket", "cheu", "bbgn")
-_NAMED_KEYS = ("name", "users", "epsilon", "delta", "colluders", "precision")
+_NAMED_KEYS = ("name", "users", "epsilon", "delta", "colluders", "precision", "max_users")
 #: The ``[protocol]`` keys that define the cloak's parameters.
 _EXPLICIT_KEYS = (
     "mode",
@@ -54,7 +56,7 @@ _EXPLICIT_KEYS = (
 #: Keys a plan adds for people to read. With ``epsilon`` or ``delta`` the claim is checked
 #: over ``[round]`` (using ``gamma``, ``bound`` and ``colluders``); ``users`` is checked.
 _INFO_KEYS = ("users", "colluders", "epsilon", "delta", "gamma", "bound")
-#: Arguments of ``[protocol].plan`` (those of :func:`cloaknet.planner.plan`).
+#: Arguments of ``[protocol].plan`` (those of :func:`cloaknet.plans.select_plan`).
 _PLAN_KEYS = (
     "users",
     "epsilon",
@@ -239,8 +241,11 @@ def read_protocol_table(
 
     The explicit form's ``max_users`` defaults to ``policy.max_users``; a ``plan`` request's
     ``users`` defaults to ``policy.min_users`` and its ``max_users`` is always
-    ``policy.max_users``. The planned-for ``users`` of the explicit and ``plan`` forms are
-    checked against ``policy.min_users`` here; the rest of the fit is :func:`check_policy`.
+    ``policy.max_users``; it is planned by :func:`cloaknet.plans.select_plan` (``bound``
+    default ``auto``, as ``cloaknet plan``), and when that selects split-and-mix with Pólya
+    noise the protocol is a :class:`~cloaknet.protocols.BBGNProtocol` and the returned plan
+    ``None``. The planned-for ``users`` of the explicit and ``plan`` forms are checked
+    against ``policy.min_users`` here; the rest of the fit is :func:`check_policy`.
 
     :raises ChainFileError: (without a source) naming the field of every problem, keeping
         the reason of the planner, :class:`~cloaknet.params.CloakParams` or the protocol.
@@ -257,8 +262,10 @@ def read_protocol_table(
                 field=f"protocol.{key}",
             )
     if "plan" in table:
-        made = _planned(table, policy)
-        return CloakProtocol.from_plan(made), made
+        selected = _planned(table, policy)
+        if selected.plan is None:
+            return selected.protocol(), None
+        return CloakProtocol.from_plan(selected.plan), selected.plan
     return CloakProtocol(_explicit(table, policy)), None
 
 
@@ -280,7 +287,7 @@ def _named(table: Mapping[str, Any]) -> SummationProtocol:
     users = _int(_required(table, "users", "protocol"), "protocol.users")
     options = {
         key: _int(table[key], f"protocol.{key}")
-        for key in ("colluders", "precision")
+        for key in ("colluders", "precision", "max_users")
         if key in table
     }
     values = []
@@ -294,8 +301,9 @@ def _named(table: Mapping[str, Any]) -> SummationProtocol:
         raise ChainFileError(str(exc), field="protocol") from None
 
 
-def _planned(table: Mapping[str, Any], policy: RoundPolicy) -> Plan:
-    """Run the planner as ``table["plan"]`` asks."""
+def _planned(table: Mapping[str, Any], policy: RoundPolicy) -> SelectedPlan:
+    """Plan as ``table["plan"]`` asks, with :func:`cloaknet.plans.select_plan` (what
+    ``cloaknet plan --users <users> --max-users <[round].max_users>`` selects)."""
     for key in table:
         if key in _EXPLICIT_KEYS:
             raise ChainFileError(
@@ -328,7 +336,7 @@ def _planned(table: Mapping[str, Any], policy: RoundPolicy) -> Plan:
             arguments[key] = _number(value, f"protocol.plan.{key}", kind=_type_name(value))
         elif key != "max_rmse":
             raise ChainFileError("missing", field=f"protocol.plan.{key}")
-    for key, allowed in (("mode", MODES), ("bound", BOUNDS)):
+    for key, allowed in (("mode", MODES), ("bound", BOUND_CHOICES)):
         if key in request:
             value = request[key]
             if not isinstance(value, str) or value not in allowed:
@@ -340,7 +348,7 @@ def _planned(table: Mapping[str, Any], policy: RoundPolicy) -> Plan:
     users = arguments.pop("users", policy.min_users)
     _check_users(users, policy.min_users, field="protocol.plan.users")
     try:
-        return planner.plan(
+        return select_plan(
             users,
             arguments.pop("epsilon"),
             arguments.pop("delta"),
@@ -534,8 +542,9 @@ def selected_section(selected: SelectedPlan) -> dict[str, Any]:
     """The ``[protocol]`` table that runs ``selected``: the cloak's explicit parameters
     (:func:`protocol_section`, with the plan's informational keys), or for split-and-mix
     with Pólya noise the named form ``name = "bbgn"`` with the requested ``users``,
-    ``epsilon`` and ``delta`` (plus ``colluders`` if not 0 and ``precision`` if it was
-    requested), which the chain re-plans to the same parameters when it loads the file."""
+    ``epsilon`` and ``delta`` (plus ``colluders`` if not 0, ``precision`` if it was
+    requested and ``max_users`` if it is not ``users``), which the chain re-plans to the
+    same parameters when it loads the file."""
     if selected.plan is not None:
         return protocol_section(selected.plan.params, selected.plan)
     request = selected.request
@@ -549,4 +558,6 @@ def selected_section(selected: SelectedPlan) -> dict[str, Any]:
         table["colluders"] = request.colluders
     if request.precision is not None:
         table["precision"] = request.precision
+    if selected.max_users != selected.users:
+        table["max_users"] = selected.max_users
     return table

@@ -97,7 +97,8 @@ class Step:
     ``X25519(k, item[:32])`` for the mix's round key, and ``proof`` the
     :data:`~mixnet.dleq.PROOF_LENGTH`-byte Chaum–Pedersen proof of it under
     :func:`step_context`. Construction checks types and lengths only (``TypeError``,
-    :class:`~mixnet.errors.BadLength`)."""
+    :class:`~mixnet.errors.BadLength`; the item's length is checked when the layer is
+    opened)."""
 
     hop: int
     item: bytes
@@ -119,8 +120,8 @@ class Step:
                 raise BadLength(f"{name} must be {length} bytes, got {len(value)}")
         if not isinstance(self.item, bytes):
             raise TypeError(f"item must be bytes, not {type(self.item).__name__}")
-        if len(self.item) < LAYER_OVERHEAD:
-            raise BadLength(f"item must be at least {LAYER_OVERHEAD} bytes, got {len(self.item)}")
+        if not self.item:
+            raise BadLength("item must not be empty")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,15 @@ A chain file is TOML::
     below_min = "wait"               # "wait" | "abort"
     chunk_size = 4096                # optional, 1..65536
 
+    [tls]                            # optional: the CA bundle wss:// connections trust
+    ca = "ca.pem"                    # PEM; a relative path is relative to the chain file
+
+    [limits]                         # optional; every key optional (mixnet.limits)
+    max_connections = 512            # open connections per node, 1..65536
+    max_submissions_per_connection = 1000
+    idle_seconds = 60.0              # no request in progress this long: connection closed
+    handshake_seconds = 10.0         # TLS / websocket opening handshake, each
+
 Any other top-level table (e.g. ``[protocol]``, which belongs to the application) is kept
 untouched in :attr:`ChainConfig.sections`. Secret keys never appear in a chain file.
 
@@ -68,9 +77,12 @@ from mixnet.core.policy import (
 )
 from mixnet.errors import KeyFileError, MixnetError, clean_reason
 from mixnet.keys import parse_public_key, public_key_text
+from mixnet.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits, LimitsError
+from mixnet.tls import TlsConfig, TlsError
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_LIMITS",
     "DEFAULT_SINK_TABLE",
     "MAX_CHAIN_FILE_SIZE",
     "MAX_CHUNK_SIZE",
@@ -79,9 +91,11 @@ __all__ = [
     "BelowMin",
     "ChainConfig",
     "ChainConfigError",
+    "Limits",
     "NodeInfo",
     "PolicyError",
     "RoundPolicy",
+    "TlsConfig",
     "host_port",
     "load_chain_config",
     "name_problem",
@@ -94,13 +108,14 @@ __all__ = [
 #: Largest chain file read, in bytes.
 MAX_CHAIN_FILE_SIZE = 1 << 20
 #: Top-level tables this module interprets; every other table goes to ``sections``.
-RESERVED_SECTIONS: frozenset[str] = frozenset({"chain", "mix", "round"})
+RESERVED_SECTIONS: frozenset[str] = frozenset({"chain", "mix", "round", "tls", "limits"})
 #: The TOML table of the node at the end of the chain, unless the application names it.
 DEFAULT_SINK_TABLE = "sink"
 
 _CHAIN_KEYS = ("id",)
 _NODE_KEYS = ("name", "url", "identity")
 _ROUND_KEYS = ("min_users", "max_users", "deadline_seconds", "below_min", "chunk_size")
+_TLS_KEYS = ("ca",)
 
 
 # --------------------------------------------------------------------------- the error
@@ -207,15 +222,18 @@ class ChainConfig:
     """A whole chain: its id, the mixes in order, the sink (the node after the last mix,
     where the application runs), the round policy, and the other top-level tables of the
     chain file (``sections``, e.g. ``"protocol"``), untouched. ``sink_table`` is the TOML
-    name of the sink's table (the application chooses it).
+    name of the sink's table (the application chooses it). ``tls`` is the ``[tls]`` table
+    (``None``: ``wss://`` connections trust the system's CAs; :mod:`mixnet.tls`) and
+    ``limits`` the ``[limits]`` table (:mod:`mixnet.limits`; defaults without one).
 
     Invariants (checked at construction, :class:`ChainConfigError` with the TOML field path
     otherwise): ``chain_id`` is a valid name; there is at least one mix; every mix has an
     identity key; node names are unique across mixes and sink; no two nodes share a
-    host and port; ``sections`` maps str names other than ``chain``, ``mix``, ``round`` and
-    ``sink_table`` to tables. ``mixes`` is stored as a tuple and ``sections`` as a read-only
-    deep copy (the nested tables are plain dicts: do not mutate them). Instances compare by
-    value; the hash leaves ``sections`` out.
+    host and port; ``sections`` maps str names other than ``chain``, ``mix``, ``round``,
+    ``tls``, ``limits`` and ``sink_table`` to tables; ``tls`` is a :class:`TlsConfig` or
+    ``None`` and ``limits`` a :class:`Limits`. ``mixes`` is stored as a tuple and
+    ``sections`` as a read-only deep copy (the nested tables are plain dicts: do not mutate
+    them). Instances compare by value; the hash leaves ``sections`` out.
     """
 
     chain_id: str
@@ -224,6 +242,8 @@ class ChainConfig:
     policy: RoundPolicy
     sections: Mapping[str, Any] = field(default_factory=dict, hash=False)
     sink_table: str = DEFAULT_SINK_TABLE
+    tls: TlsConfig | None = None
+    limits: Limits = DEFAULT_LIMITS
 
     def __post_init__(self) -> None:
         problem = name_problem(self.chain_id)
@@ -257,6 +277,14 @@ class ChainConfig:
         if not isinstance(self.policy, RoundPolicy):
             raise ChainConfigError(
                 f"expected a RoundPolicy, got {type(self.policy).__name__}", field="round"
+            )
+        if self.tls is not None and not isinstance(self.tls, TlsConfig):
+            raise ChainConfigError(
+                f"expected a TlsConfig or None, got {type(self.tls).__name__}", field="tls"
+            )
+        if not isinstance(self.limits, Limits):
+            raise ChainConfigError(
+                f"expected Limits, got {type(self.limits).__name__}", field="limits"
             )
         self._check_unique()
         reserved = {*RESERVED_SECTIONS, self.sink_table}
@@ -325,9 +353,12 @@ def load_chain_config(
     Raises :class:`ChainConfigError` with a one-line message starting with ``path`` if the
     file cannot be read, is larger than :data:`MAX_CHAIN_FILE_SIZE` bytes, is not UTF-8,
     is not valid TOML (tomllib's message, with line and column), or does not describe a
-    valid chain (see :func:`parse_chain_config`).
+    valid chain (see :func:`parse_chain_config`). A relative ``[tls].ca`` is taken relative
+    to the chain file's directory, and the CA bundle must be readable and hold at least one
+    certificate (field ``tls.ca`` otherwise).
     """
     source = os.fspath(path)
+    base = Path(os.path.abspath(source)).parent
     try:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_CHAIN_FILE_SIZE + 1)
@@ -345,11 +376,21 @@ def load_chain_config(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ChainConfigError(f"invalid TOML: {exc}", source=source) from None
-    return parse_chain_config(data, source=source, sink_table=sink_table)
+    config = parse_chain_config(data, source=source, sink_table=sink_table, base=base)
+    if config.tls is not None:
+        try:
+            config.tls.client_context()
+        except TlsError as exc:
+            raise ChainConfigError(exc.reason, source=source, field="tls.ca") from None
+    return config
 
 
 def parse_chain_config(
-    data: Mapping[str, Any], *, source: str, sink_table: str = DEFAULT_SINK_TABLE
+    data: Mapping[str, Any],
+    *,
+    source: str,
+    sink_table: str = DEFAULT_SINK_TABLE,
+    base: Path | None = None,
 ) -> ChainConfig:
     """Validate a parsed chain file ``data`` (as :mod:`tomllib` returns it).
 
@@ -357,13 +398,15 @@ def parse_chain_config(
     fields, unknown keys in ``[chain]``, ``[[mix]]``, the sink's table and ``[round]``,
     top-level keys that are not tables, values of the wrong TOML type (a boolean is not an
     integer; ``deadline_seconds`` may be an integer or a float), invalid names, URLs and
-    public keys, out-of-range policy values, duplicate node names and duplicate host:port
-    pairs. Raises :class:`ChainConfigError` with ``source`` and the field path.
+    public keys, out-of-range policy values, out-of-range ``[limits]``, a ``[tls]`` table
+    without ``ca``, duplicate node names and duplicate host:port pairs. A relative
+    ``[tls].ca`` is joined to ``base`` (when given; the CA file itself is not read here).
+    Raises :class:`ChainConfigError` with ``source`` and the field path.
     """
     if not isinstance(data, Mapping):
         raise ChainConfigError(f"expected a table, got {type_name(data)}", source=source)
     try:
-        return _parse(data, sink_table)
+        return _parse(data, sink_table, base)
     except ChainConfigError as exc:
         raise ChainConfigError(exc.problem, source=source, field=exc.field) from None
 
@@ -451,7 +494,32 @@ def _parse_policy(data: Mapping[str, Any]) -> RoundPolicy:
         raise ChainConfigError(exc.problem, field=f"round.{exc.field}") from None
 
 
-def _parse(data: Mapping[str, Any], sink_table: str) -> ChainConfig:
+def _parse_tls(data: Mapping[str, Any], base: Path | None) -> TlsConfig | None:
+    """Parse the optional ``[tls]`` table."""
+    if "tls" not in data:
+        return None
+    table = _table(data, "tls", _TLS_KEYS)
+    ca = _typed_str(_required(table, "ca", "tls"), "tls.ca")
+    if not ca or "\0" in ca:
+        raise ChainConfigError(f"expected a file path, got {show(ca)}", field="tls.ca")
+    path = Path(ca)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    return TlsConfig(ca=path)
+
+
+def _parse_limits(data: Mapping[str, Any]) -> Limits:
+    """Parse the optional ``[limits]`` table (missing keys take their defaults)."""
+    if "limits" not in data:
+        return DEFAULT_LIMITS
+    table = _table(data, "limits", LIMIT_KEYS)
+    try:
+        return Limits(**{key: table[key] for key in LIMIT_KEYS if key in table})
+    except LimitsError as exc:
+        raise ChainConfigError(exc.problem, field=f"limits.{exc.field}") from None
+
+
+def _parse(data: Mapping[str, Any], sink_table: str, base: Path | None = None) -> ChainConfig:
     """:func:`parse_chain_config` without the ``source`` (errors carry field paths)."""
     chain = _table(data, "chain", _CHAIN_KEYS)
     chain_id = _typed_str(_required(chain, "id", "chain"), "chain.id")
@@ -470,6 +538,8 @@ def _parse(data: Mapping[str, Any], sink_table: str) -> ChainConfig:
         raise ChainConfigError(f"missing table [{sink_table}]", field=sink_table)
     sink = _parse_node(data[sink_table], sink_table, identity_required=False)
     policy = _parse_policy(data)
+    tls = _parse_tls(data, base)
+    limits = _parse_limits(data)
     sections: dict[str, Any] = {}
     for key, value in data.items():
         if key in RESERVED_SECTIONS or key == sink_table:
@@ -487,6 +557,8 @@ def _parse(data: Mapping[str, Any], sink_table: str) -> ChainConfig:
         policy=policy,
         sections=sections,
         sink_table=sink_table,
+        tls=tls,
+        limits=limits,
     )
 
 
@@ -501,11 +573,23 @@ def _node_table(node: NodeInfo) -> dict[str, str]:
     return table
 
 
-def render_chain_config(config: ChainConfig) -> str:
-    """Return TOML text for ``config`` that :func:`load_chain_config` loads back equal.
+def _ca_text(ca: Path, base: Path | None) -> str:
+    """``ca`` as written in ``[tls]``: relative to ``base`` when it lies under it."""
+    if base is not None:
+        absolute, folder = Path(os.path.abspath(ca)), Path(os.path.abspath(base))
+        if absolute.is_relative_to(folder):
+            return absolute.relative_to(folder).as_posix()
+    return os.fspath(ca)
+
+
+def render_chain_config(config: ChainConfig, *, base: Path | None = None) -> str:
+    """Return TOML text for ``config`` that :func:`load_chain_config` loads back equal
+    (when ``[tls].ca`` is absolute, or the file is loaded from the directory ``base``).
 
     Tables are written in the order ``[chain]``, ``[[mix]]``..., the sink's table,
-    ``[round]`` (every key, ``chunk_size`` included), then each section of
+    ``[round]`` (every key, ``chunk_size`` included), ``[tls]`` if ``config.tls`` is set
+    (``ca`` relative to ``base`` when the file lies under it), ``[limits]`` (every key)
+    unless the limits are the defaults, then each section of
     :attr:`ChainConfig.sections` in its order, one blank line between tables, by
     :mod:`tomli_w`: within a section, plain keys come first, then nested tables as
     ``[section.sub]`` tables and arrays of tables as ``[[section.key]]`` (or inline when
@@ -528,8 +612,12 @@ def render_chain_config(config: ChainConfig) -> str:
             "below_min": policy.below_min,
             "chunk_size": policy.chunk_size,
         },
-        **config.sections,
     }
+    if config.tls is not None:
+        rest["tls"] = {"ca": _ca_text(config.tls.ca, base)}
+    if config.limits != DEFAULT_LIMITS:
+        rest["limits"] = config.limits.table()
+    rest.update(config.sections)
     blocks.append(dumps(rest))
     return "\n".join(blocks)
 
@@ -549,14 +637,16 @@ def render_table(name: str, table: Mapping[str, Any]) -> str:
 def write_chain_config(
     path: str | os.PathLike[str], config: ChainConfig, *, overwrite: bool = False
 ) -> None:
-    """Write ``render_chain_config(config)`` to ``path`` (mode 0644 less the umask, fsynced).
+    """Write ``render_chain_config(config, base=<path's directory>)`` to ``path`` (mode
+    0644 less the umask, fsynced).
 
     Without ``overwrite`` an existing file is never touched; with it the old file is
     replaced atomically (temporary file in the same directory, then rename). Raises
     :class:`ChainConfigError` (naming ``path``) if the file exists and ``overwrite`` is
     false or if it cannot be written, and ``ValueError`` if ``config`` cannot be rendered.
     """
-    text = render_chain_config(config).encode("utf-8")
+    base = Path(os.path.abspath(os.fspath(path))).parent
+    text = render_chain_config(config, base=base).encode("utf-8")
     target = Path(path)
     source = os.fspath(path)
     if not overwrite:

@@ -110,9 +110,15 @@ class MixnetClient:
     ``workers`` sizes the wrapping thread pool (``None``: the executor's default).
     ``backoff`` spaces retries; ``max_reply`` bounds reply frames in bytes.
 
+    ``wss://`` connections trust the chain's CA bundle (``config.tls``, the chain file's
+    ``[tls]``), or the system's CAs without one; a certificate they do not trust, or a
+    node that does not speak TLS, fails the request at once with
+    :class:`~mixnet.tls.TlsError` (it is not retried).
+
     Construction opens nothing; call :meth:`aclose` (or use ``async with``) when done.
     Raises ``ValueError`` for non-positive ``messages``/``connections``, a negative
-    ``payload_length`` or a negative or non-finite ``retry_for``.
+    ``payload_length`` or a negative or non-finite ``retry_for``, and
+    :class:`~mixnet.tls.TlsError` if the CA bundle cannot be read.
     """
 
     def __init__(
@@ -142,6 +148,7 @@ class MixnetClient:
         self.retry_for = retry_for
         self.backoff = backoff
         entry_url = config.mixes[0].url
+        context = None if config.tls is None else config.tls.client_context()
         self._entry = [
             Link(
                 entry_url,
@@ -149,12 +156,18 @@ class MixnetClient:
                 name=f"client->{config.mixes[0].name}",
                 retry_for=retry_for,
                 backoff=backoff,
+                ssl_context=context,
             )
             for _ in range(connections)
         ]
         self._next = 0
         self._sink = Link(
-            sink_url, max_size=max_reply, name="client->sink", retry_for=retry_for, backoff=backoff
+            sink_url,
+            max_size=max_reply,
+            name="client->sink",
+            retry_for=retry_for,
+            backoff=backoff,
+            ssl_context=context,
         )
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mixnet-wrap")
         self._round: RoundInfo | None = None
@@ -204,6 +217,8 @@ class MixnetClient:
         :raises MalformedFrame: the reply (or an announcement in it) is malformed.
         :raises UnknownRound: the entry mix has no open round (yet).
         :raises MixnetError: another error frame from the entry mix.
+        :raises TlsError: the entry mix's TLS certificate is not trusted, or it does not
+            speak TLS (not retried).
         :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the entry mix was
             unreachable for ``retry_for`` seconds.
         """
@@ -304,6 +319,8 @@ class MixnetClient:
         :raises ParameterMismatch, BadSignature, MalformedFrame: see :meth:`current_round`.
         :raises MixnetError: the entry mix refused the submission (not retried).
         :raises LinkClosed: the client was closed.
+        :raises TlsError: the entry mix's TLS certificate is not trusted, or it does not
+            speak TLS (not retried).
         :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the entry mix was
             unreachable for ``retry_for`` seconds.
         """

@@ -142,6 +142,13 @@ class Unauthorized(MixnetError):
     code = "unauthorized"
 
 
+class NotReady(MixnetError):
+    """The round is not at the step the request needs yet (e.g. ``trace`` before the last
+    mix has its whole batch); the sender asks again later."""
+
+    code = "not-ready"
+
+
 class InternalError(MixnetError):
     """A node-side failure that is not the peer's fault (details are logged locally only)."""
 
@@ -171,6 +178,7 @@ _ALL_ERRORS: tuple[type[MixnetError], ...] = (
     DuplicateClient,
     WrongCount,
     Unauthorized,
+    NotReady,
     InternalError,
     KeyFileError,
 )

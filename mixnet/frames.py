@@ -12,20 +12,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mixnet.errors import MalformedFrame, UnexpectedFrameType
+from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
+from mixnet.dleq import PROOF_LENGTH
+from mixnet.errors import BadLength, MalformedFrame, UnexpectedFrameType
 from mixnet.keys import ROUND_KEY_LENGTH, SIGNATURE_LENGTH, RoundKeyAnnouncement
 from mixnet.wire import get_bytes, get_bytes_list, get_float, get_int, get_str
 
 __all__ = [
     "MAX_CLIENT_ID_LENGTH",
     "MAX_NAME_LENGTH",
+    "MAX_REASON_LENGTH",
     "ROUND_ID_MAX",
     "AbortRound",
     "Aborted",
     "Accepted",
+    "Accused",
     "Authenticate",
     "Batch",
     "BatchAck",
+    "Exclude",
+    "Excluded",
     "Frame",
     "FrameLimits",
     "GetRound",
@@ -34,6 +40,7 @@ __all__ = [
     "RoundOffer",
     "Submit",
     "Subscribe",
+    "Trace",
     "announcement_frame",
     "client_id",
     "parse_announcement",
@@ -48,6 +55,8 @@ __all__ = [
 ROUND_ID_MAX = (1 << 63) - 1
 MAX_NAME_LENGTH = 64
 MAX_CLIENT_ID_LENGTH = 128
+#: Longest reason an ``abort-round`` or ``exclude`` frame carries (characters).
+MAX_REASON_LENGTH = 512
 
 
 # --------------------------------------------------------------------------- announcements
@@ -143,9 +152,11 @@ class RoundKeys:
 
 @dataclass(frozen=True)
 class AbortRound:
-    """mix → successor: the round ends without a result."""
+    """mix → successor: the round ends without a result; ``reason`` says why (may be
+    empty)."""
 
     round_id: int
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,7 +169,8 @@ class Aborted:
 @dataclass(frozen=True)
 class Batch:
     """One chunk of a node-to-node batch: chunk ``index`` of ``chunks``; the whole batch holds
-    ``count`` items from ``clients`` clients."""
+    ``count`` items from ``clients`` clients; ``excluded`` submissions were traced and left
+    out (only the last mix's batch to the sink has any)."""
 
     round_id: int
     sender: str
@@ -167,6 +179,7 @@ class Batch:
     clients: int
     count: int
     payloads: tuple[bytes, ...]
+    excluded: int = 0
 
 
 @dataclass(frozen=True)
@@ -175,6 +188,45 @@ class BatchAck:
 
     round_id: int
     index: int
+
+
+@dataclass(frozen=True)
+class Trace:
+    """mix → successor (after its batch is acknowledged): which of my outputs are proven bad?"""
+
+    round_id: int
+
+
+@dataclass(frozen=True)
+class Accused:
+    """successor → mix: evidence against items of the mix's output (``accusations``, each
+    about an input of the successor), ``untraced`` items dropped further down without
+    evidence, and ``blame``: the name of a mix that could not back its accusations (then the
+    round aborts), or empty."""
+
+    round_id: int
+    accusations: tuple[Accusation, ...] = ()
+    untraced: int = 0
+    blame: str = ""
+
+
+@dataclass(frozen=True)
+class Exclude:
+    """mix → successor: drop ``items`` (inputs of the successor) and everything they become;
+    ``excluded`` submissions are left out in all. A non-empty ``abort`` ends the round
+    without a result instead, for that reason."""
+
+    round_id: int
+    items: tuple[bytes, ...] = ()
+    excluded: int = 0
+    abort: str = ""
+
+
+@dataclass(frozen=True)
+class Excluded:
+    """successor → mix: the exclusion (or abort) has passed the rest of the chain."""
+
+    round_id: int
 
 
 @dataclass(frozen=True)
@@ -223,6 +275,10 @@ Frame = (
     | Aborted
     | Batch
     | BatchAck
+    | Trace
+    | Accused
+    | Exclude
+    | Excluded
 )
 
 
@@ -261,7 +317,7 @@ def to_wire(frame: Frame) -> dict[str, object]:
                 "announcements": [announcement_frame(a) for a in frame.announcements],
             }
         case AbortRound():
-            return {"type": "abort-round", "round": frame.round_id}
+            return {"type": "abort-round", "round": frame.round_id, "reason": frame.reason}
         case Aborted():
             return {"type": "aborted", "round": frame.round_id}
         case Batch():
@@ -274,9 +330,30 @@ def to_wire(frame: Frame) -> dict[str, object]:
                 "clients": frame.clients,
                 "count": frame.count,
                 "payloads": list(frame.payloads),
+                "excluded": frame.excluded,
             }
         case BatchAck():
             return {"type": "batch-ack", "round": frame.round_id, "chunk": frame.index}
+        case Trace():
+            return {"type": "trace", "round": frame.round_id}
+        case Accused():
+            return {
+                "type": "accused",
+                "round": frame.round_id,
+                "accusations": [_accusation_frame(a) for a in frame.accusations],
+                "untraced": frame.untraced,
+                "blame": frame.blame,
+            }
+        case Exclude():
+            return {
+                "type": "exclude",
+                "round": frame.round_id,
+                "items": list(frame.items),
+                "excluded": frame.excluded,
+                "abort": frame.abort,
+            }
+        case Excluded():
+            return {"type": "excluded", "round": frame.round_id}
     raise TypeError(f"not a frame: {type(frame).__name__}")  # pragma: no cover
 
 
@@ -292,6 +369,7 @@ class FrameLimits:
     item_length: int = 0
     chunk_items: int = 0
     announcements: int = 0
+    mixes: int = 0
 
 
 def client_id(value: str) -> str:
@@ -333,7 +411,7 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
     if kind == "open-round":
         return OpenRound(_round(frame))
     if kind == "abort-round":
-        return AbortRound(_round(frame))
+        return AbortRound(_round(frame), _reason(frame, "reason"))
     if kind == "batch":
         return Batch(
             round_id=_round(frame),
@@ -347,6 +425,20 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
                     frame, "payloads", item_length=limits.item_length, max_count=limits.chunk_items
                 )
             ),
+            excluded=_optional_count(frame, "excluded"),
+        )
+    if kind == "trace":
+        return Trace(_round(frame))
+    if kind == "exclude":
+        return Exclude(
+            round_id=_round(frame),
+            items=tuple(
+                get_bytes_list(
+                    frame, "items", item_length=limits.item_length, max_count=limits.chunk_items
+                )
+            ),
+            excluded=get_int(frame, "excluded", min_value=0, max_value=ROUND_ID_MAX),
+            abort=_reason(frame, "abort"),
         )
     raise UnexpectedFrameType(f"unexpected frame type {kind!r}")
 
@@ -389,4 +481,80 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
         return Aborted(_round(frame))
     if kind == "batch-ack":
         return BatchAck(_round(frame), get_int(frame, "chunk", min_value=0, max_value=ROUND_ID_MAX))
+    if kind == "accused":
+        return Accused(
+            round_id=_round(frame),
+            accusations=_parse_accusations(frame, limits),
+            untraced=get_int(frame, "untraced", min_value=0, max_value=ROUND_ID_MAX),
+            blame=get_str(frame, "blame", max_length=MAX_NAME_LENGTH),
+        )
+    if kind == "excluded":
+        return Excluded(_round(frame))
     raise UnexpectedFrameType(f"unexpected reply type {kind!r}")
+
+
+def _reason(frame: Mapping[str, object], key: str) -> str:
+    """An optional free-text field (absent: empty), at most :data:`MAX_REASON_LENGTH`."""
+    if key not in frame:
+        return ""
+    return get_str(frame, key, max_length=MAX_REASON_LENGTH)
+
+
+def _optional_count(frame: Mapping[str, object], key: str) -> int:
+    """An optional count field (absent: 0)."""
+    if key not in frame:
+        return 0
+    return get_int(frame, key, min_value=0, max_value=ROUND_ID_MAX)
+
+
+def _accusation_frame(accusation: Accusation) -> dict[str, object]:
+    return {
+        "failure": accusation.failure.value,
+        "steps": [
+            {"hop": s.hop, "item": s.item, "secret": s.shared_secret, "proof": s.proof}
+            for s in accusation.steps
+        ],
+    }
+
+
+_FAILURES = {f.value: f for f in Failure}
+
+
+def _parse_accusations(frame: Mapping[str, object], limits: FrameLimits) -> tuple[
+    Accusation, ...
+]:
+    """The ``accusations`` of an ``accused`` reply: at most ``limits.chunk_items`` of them,
+    each with 1 to ``limits.mixes`` steps whose items are at most ``limits.item_length``
+    bytes (the longest item of the chain)."""
+    raw = frame.get("accusations")
+    if not isinstance(raw, list):
+        raise MalformedFrame("field 'accusations' must be a list")
+    if len(raw) > limits.chunk_items:
+        raise MalformedFrame(f"field 'accusations' has more than {limits.chunk_items} items")
+    accusations = []
+    for entry in raw:
+        if not isinstance(entry, dict):
+            raise MalformedFrame("an accusation must be a map")
+        failure = _FAILURES.get(get_str(entry, "failure", max_length=32))
+        if failure is None:
+            raise MalformedFrame("unknown accusation failure")
+        steps_raw = entry.get("steps")
+        if not isinstance(steps_raw, list) or not 0 < len(steps_raw) <= max(limits.mixes, 1):
+            raise MalformedFrame(f"an accusation needs 1 to {limits.mixes} steps")
+        steps = []
+        for step in steps_raw:
+            if not isinstance(step, dict):
+                raise MalformedFrame("a step must be a map")
+            item = get_bytes(step, "item")
+            if len(item) > limits.item_length:
+                raise BadLength(f"a step's item is longer than {limits.item_length} bytes")
+            steps.append(
+                Step(
+                    hop=get_int(step, "hop", min_value=0, max_value=0xFFFF),
+                    item=item,
+                    shared_secret=get_bytes(step, "secret", length=SECRET_LENGTH),
+                    proof=get_bytes(step, "proof", length=PROOF_LENGTH),
+                )
+            )
+        accusations.append(Accusation(failure, tuple(steps)))
+    return tuple(accusations)

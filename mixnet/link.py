@@ -15,7 +15,17 @@ Retry contract of :meth:`Link.request`:
 * an error frame from the peer raises the matching :class:`~mixnet.errors.MixnetError`
   (:func:`mixnet.wire.raise_for_error`) and is never retried;
 * a request cancelled between sending and receiving aborts the connection, so that a late
-  reply can never be taken as the answer to the next request.
+  reply can never be taken as the answer to the next request;
+* a connection the peer closed normally while it was idle (a node closes idle connections
+  and connections at their submission limit, :mod:`mixnet.limits`) is replaced at once,
+  without a backoff and logged at DEBUG only;
+* over ``wss://`` a TLS failure (an untrusted certificate, a peer that does not speak TLS)
+  is raised at once as :class:`~mixnet.tls.TlsError` by a link with ``retry_for`` (a
+  client: retrying cannot fix the configuration); a node's link logs it at WARNING and
+  keeps retrying (the successor may be fixed meanwhile).
+
+Every failure is logged with its reason: the exception's type and message and those of its
+causes (``InvalidMessage: did not receive a valid HTTP response <- EOFError: ...``).
 
 Jitter comes from :mod:`secrets` (the OS CSPRNG); this project never uses :mod:`random`.
 """
@@ -27,13 +37,15 @@ import contextlib
 import logging
 import math
 import secrets
+import ssl
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from nacl.signing import SigningKey
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
 from websockets.frames import CloseCode
+from websockets.protocol import State
 
 from mixnet.errors import (
     FrameTooLarge,
@@ -43,6 +55,7 @@ from mixnet.errors import (
     clean_reason,
 )
 from mixnet.keys import CHALLENGE_LENGTH, sign_link_challenge
+from mixnet.tls import is_tls_url, tls_failure
 from mixnet.wire import decode_frame, encode_frame, get_bytes, raise_for_error
 
 __all__ = [
@@ -51,6 +64,7 @@ __all__ = [
     "Exchange",
     "Link",
     "challenge_response",
+    "failure_reason",
     "system_uniform",
 ]
 
@@ -68,8 +82,34 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 Exchange = Callable[[Mapping[str, object], str], Awaitable[dict[str, object]]]
 
 _LOG = logging.getLogger("mixnet.link")
+#: Seconds a closing handshake may take before the connection is simply dropped.
+CLOSE_TIMEOUT = 1.0
+#: Causes followed by :func:`failure_reason`.
+_MAX_CAUSES = 3
 #: Exponents above this cannot change a capped delay (2.0 ** 1024 would overflow).
 _MAX_EXPONENT = 1000
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line saying why a connection failed: ``Type: message`` of ``exc`` and of up to
+    three causes, joined by `` <- `` (an exception without a message shows its type, or
+    its ``strerror``), e.g. ``InvalidMessage: did not receive a valid HTTP response <-
+    EOFError: connection closed while reading HTTP status line``. Cleaned to one printable
+    line (:func:`~mixnet.errors.clean_reason`)."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(parts) <= _MAX_CAUSES:
+        seen.add(id(current))
+        text = str(current)
+        if not text and isinstance(current, OSError) and current.strerror:
+            text = current.strerror
+        name = type(current).__name__
+        if isinstance(current, ConnectionResetError) and not text:
+            text = "connection reset by peer"
+        parts.append(f"{name}: {text}" if text else name)
+        current = current.__cause__ or current.__context__
+    return clean_reason(" <- ".join(parts))
 
 
 def system_uniform() -> float:
@@ -134,7 +174,9 @@ class Link:
     retries, ``open_timeout`` (seconds) bounds each connection attempt, ``reply_timeout``
     (seconds, or ``None`` for no bound) bounds the wait for a reply — a peer that stays
     silent longer is treated as a lost connection (reconnect, resend) — ``sleep`` is the
-    awaitable used to wait (tests inject one). Nothing connects before the first request.
+    awaitable used to wait (tests inject one). ``ssl_context`` is the TLS client context of
+    a ``wss://`` URL (``None``: the system's default CAs; ignored for ``ws://``). Nothing
+    connects before the first request.
     """
 
     def __init__(
@@ -150,6 +192,7 @@ class Link:
         reply_timeout: float | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         logger: logging.Logger | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if max_size < 1:
             raise ValueError(f"max_size must be positive, got {max_size}")
@@ -166,6 +209,7 @@ class Link:
         if reply_timeout is not None and not (math.isfinite(reply_timeout) and reply_timeout > 0):
             raise ValueError(f"reply_timeout must be None or a number > 0, got {reply_timeout}")
         self.reply_timeout = reply_timeout
+        self.ssl_context = ssl_context if is_tls_url(url) else None
         self._authenticate = authenticate
         self._sleep = sleep
         self._log = logger if logger is not None else _LOG
@@ -207,8 +251,11 @@ class Link:
             loop = asyncio.get_running_loop()
             give_up = None if self.retry_for is None else loop.time() + self.retry_for
             attempt = 0
+            replaced = False  # a normally closed idle connection was replaced already
             while True:
                 self._check_open()
+                reused = self._conn is not None
+                conn = None
                 try:
                     conn = await self._connection()
                     raw = await self._send_recv(conn, data)
@@ -219,8 +266,27 @@ class Link:
                         raise FrameTooLarge(
                             f"{self.url} sent a reply over {self.max_size} bytes"
                         ) from exc
+                    reason = failure_reason(exc)
+                    if (
+                        conn is None  # while connecting
+                        and is_tls_url(self.url)
+                        and isinstance(exc, ConnectionResetError | EOFError)
+                    ):  # what a plain ws:// node answers to a TLS client hello
+                        reason += " (a wss:// URL: does the node serve TLS?)"
+                    if reused and not replaced and isinstance(exc, ConnectionClosedOK):
+                        # the peer closed a connection we kept (idle, or at its limit)
+                        replaced = True
+                        self._log.debug(
+                            "%s: %s to %s: connection closed by the peer (%s); reconnecting",
+                            self.name, kind, self.url, reason,
+                        )
+                        continue
+                    tls = tls_failure(self.url, exc)
+                    if tls is not None and self.retry_for is not None:
+                        self._log.info("%s: %s to %s failed (%s)", self.name, kind, self.url,
+                                       reason)
+                        raise tls from exc
                     now = loop.time()
-                    reason = clean_reason(f"{type(exc).__name__}: {exc}")
                     if give_up is not None and now >= give_up:
                         self._log.info(
                             "%s: %s to %s failed (%s); giving up after %.1f s",
@@ -230,9 +296,10 @@ class Link:
                     delay = self.backoff.delay(attempt)
                     if give_up is not None:
                         delay = min(delay, give_up - now)
-                    self._log.info(
+                    self._log.log(
+                        logging.WARNING if tls is not None else logging.INFO,
                         "%s: %s to %s failed (%s); retrying in %.2f s",
-                        self.name, kind, self.url, reason, delay,
+                        self.name, kind, self.url, reason if tls is None else tls.reason, delay,
                     )
                     attempt += 1
                     await self._sleep(delay)
@@ -255,6 +322,10 @@ class Link:
 
     async def _connection(self) -> ClientConnection:
         conn = self._conn
+        if conn is not None and conn.protocol.state is not State.OPEN:
+            self._conn = None  # closed by the peer while idle: open a new one
+            await _close_quietly(conn)
+            conn = None
         if conn is None:
             conn = await self._open()
             if self._closed:  # closed while connecting: do not keep the new socket
@@ -269,7 +340,9 @@ class Link:
             compression=None,
             max_size=self.max_size,
             open_timeout=self.open_timeout,
+            close_timeout=CLOSE_TIMEOUT,
             proxy=None,
+            ssl=self.ssl_context,
         )
         if self._authenticate is None:
             return conn
@@ -329,8 +402,13 @@ def _reply_too_large(exc: BaseException) -> bool:
 
 
 async def _close_quietly(conn: ClientConnection) -> None:
+    """Close ``conn``, dropping it if the closing handshake takes over
+    :data:`CLOSE_TIMEOUT` seconds (a peer that does not answer cannot hold a shutdown)."""
     with contextlib.suppress(Exception):
-        await conn.close()
+        async with asyncio.timeout(CLOSE_TIMEOUT):
+            await conn.close()
+    with contextlib.suppress(Exception):
+        conn.transport.abort()
 
 
 def challenge_response(

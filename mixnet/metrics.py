@@ -5,7 +5,8 @@ the process-wide default one), so several nodes can live in one process (tests, 
 chain) without their series colliding. The node adapter calls the small typed methods
 (:meth:`NodeMetrics.frame`, :meth:`~NodeMetrics.error`, :meth:`~NodeMetrics.refuse`,
 :meth:`~NodeMetrics.round_finished`, :meth:`~NodeMetrics.set_open_rounds`,
-:meth:`~NodeMetrics.set_queued`) and serves :meth:`~NodeMetrics.render` at ``GET /metrics``.
+:meth:`~NodeMetrics.set_queued`, :meth:`~NodeMetrics.set_connections`) and serves
+:meth:`~NodeMetrics.render` at ``GET /metrics``.
 
 Every mixnet series carries the labels ``node`` and ``hop``; some add one more (``code``,
 ``outcome`` or ``reason``). In the text format labels are written sorted by name and
@@ -20,8 +21,11 @@ Series:
   are present from the start, at 0).
 * ``mixnet_messages_total``: messages mixed or delivered.
 * ``mixnet_dropped_total``: items dropped (replayed or failing to peel).
-* ``mixnet_refused_total{reason}``: connections or requests refused, by reason.
-* ``mixnet_open_rounds``, ``mixnet_queued_messages``: gauges.
+* ``mixnet_refused_total{reason}``: connections or requests refused, by reason; the
+  connection guard's reasons (:data:`mixnet.limits.REFUSALS`: ``connections``,
+  ``evicted``, ``idle``, ``submissions``) are present from the start, at 0.
+* ``mixnet_open_rounds``, ``mixnet_queued_messages``, ``mixnet_connections`` (open
+  connections): gauges.
 * ``mixnet_hop_seconds``, ``mixnet_round_seconds``: histograms (:data:`SECONDS_BUCKETS`).
 * ``mixnet_node_info{node,hop,role}``: always 1; names this node's role.
 * ``process_*`` (where ``/proc`` exists) and ``python_info``: the process and platform
@@ -47,6 +51,8 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+
+from mixnet.limits import REFUSALS
 
 __all__ = ["OTHER_LABEL", "ROUND_OUTCOMES", "SECONDS_BUCKETS", "NodeMetrics"]
 
@@ -102,7 +108,8 @@ class NodeMetrics:
     ``mixnet_node_info``).
 
     The metric families are attributes (``frames``, ``errors``, ``rounds``, ``messages``,
-    ``dropped``, ``refused``, ``open_rounds``, ``queued_messages``, ``hop_seconds``,
+    ``dropped``, ``refused``, ``connections``, ``open_rounds``, ``queued_messages``,
+    ``hop_seconds``,
     ``round_seconds``), registered on :attr:`registry`; update them through the methods,
     which fill in the ``node`` and ``hop`` labels and check their arguments. Construction
     raises ``TypeError``/``ValueError`` for an invalid ``node``, ``hop`` or ``role``. Methods
@@ -150,6 +157,9 @@ class NodeMetrics:
             (*base, "reason"),
             registry=registry,
         )
+        self.connections = Gauge(
+            "mixnet_connections", "Connections open at this node.", base, registry=registry
+        )
         self.open_rounds = Gauge(
             "mixnet_open_rounds", "Rounds not yet finished at this node.", base, registry=registry
         )
@@ -184,10 +194,13 @@ class NodeMetrics:
         self._dropped = self.dropped.labels(*labels)
         self._open_rounds = self.open_rounds.labels(*labels)
         self._queued = self.queued_messages.labels(*labels)
+        self._connections = self.connections.labels(*labels)
         self._hop_seconds = self.hop_seconds.labels(*labels)
         self._round_seconds = self.round_seconds.labels(*labels)
         for outcome in ROUND_OUTCOMES:
             self.rounds.labels(*labels, outcome)
+        for reason in REFUSALS:
+            self.refused.labels(*labels, reason)
 
     def frame(self) -> None:
         """Count one websocket frame received."""
@@ -242,6 +255,10 @@ class NodeMetrics:
     def set_queued(self, count: int) -> None:
         """Set the number of messages buffered for unfinished rounds (an int >= 0)."""
         self._queued.set(_count(count, "count"))
+
+    def set_connections(self, count: int) -> None:
+        """Set the number of connections open at this node (an int >= 0)."""
+        self._connections.set(_count(count, "count"))
 
     def render(self) -> tuple[bytes, str]:
         """``(body, content type)`` for ``GET /metrics``: everything in :attr:`registry` in

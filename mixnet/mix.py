@@ -22,7 +22,8 @@ from typing import Any
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
-from mixnet.core.actions import Action, Mix, Peel, Persist
+from mixnet.blame import PayloadValidator, Step, accept_all, prove_step, verify_accusation
+from mixnet.core.actions import Action, Mix, Peel, Persist, Prove, Verify
 from mixnet.core.entry import EntryMachine
 from mixnet.core.intake import mix_batch, split_chunks
 from mixnet.core.records import EraseKey, NewRound
@@ -30,7 +31,17 @@ from mixnet.core.relay import RelayMachine
 from mixnet.core.rounds import RoundKey
 from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import MixnetError, UnknownRound
-from mixnet.frames import AbortRound, Batch, Frame, OpenRound, RoundOffer, Submit, to_wire
+from mixnet.frames import (
+    AbortRound,
+    Batch,
+    Exclude,
+    Frame,
+    OpenRound,
+    RoundOffer,
+    Submit,
+    Trace,
+    to_wire,
+)
 from mixnet.keys import RoundKeyring, announce_round_key
 from mixnet.link import Link, challenge_response, system_uniform
 from mixnet.node import PREDECESSOR_FRAMES, BaseNode
@@ -50,7 +61,12 @@ GET_ROUND_WAIT = 30.0
 
 
 class MixNode(BaseNode):
-    """A mix of the chain (``settings.hop < settings.hops``)."""
+    """A mix of the chain (``settings.hop < settings.hops``). Its forward link trusts the
+    chain's CA bundle (``settings.tls``) for a ``wss://`` successor.
+
+    :raises ValueError: ``settings`` are not a mix's.
+    :raises TlsError: the chain's CA bundle cannot be read.
+    """
 
     def __init__(
         self,
@@ -59,10 +75,15 @@ class MixNode(BaseNode):
         identity: SigningKey,
         *,
         clock: Callable[[], float] = time.time,
+        validator: PayloadValidator = accept_all,
     ) -> None:
         if settings.successor_url is None or settings.is_sink:
             raise ValueError("a mix needs a successor")
-        self.role = Role.ENTRY if settings.hop == 0 else Role.RELAY
+        self.validator = validator
+        if settings.hop == 0:
+            self.role = Role.ENTRY
+        else:
+            self.role = Role.LAST if settings.hop == settings.hops - 1 else Role.RELAY
         self.accepts = (
             frozenset({"submit"}) if settings.hop == 0 else PREDECESSOR_FRAMES
         )
@@ -74,6 +95,7 @@ class MixNode(BaseNode):
                 identity, chain_id=settings.chain_id, node=settings.name
             ),
             reply_timeout=LINK_REPLY_TIMEOUT,
+            ssl_context=None if settings.tls is None else settings.tls.client_context(),
         )
         super().__init__(settings, store, clock=clock, link=link)
         self.identity = identity
@@ -109,6 +131,7 @@ class MixNode(BaseNode):
                 policy=s.policy,
                 keys=self._make_key,
                 jitter=system_uniform,
+                successor=s.successor or "",
             )
         assert s.predecessor is not None
         return RelayMachine(
@@ -117,6 +140,10 @@ class MixNode(BaseNode):
             item_length=s.item_length_in(),
             chunk_size=s.policy.chunk_size,
             keys=self._make_key,
+            hop=s.hop,
+            successor=s.successor or "",
+            last=self.role is Role.LAST,
+            validator=self.validator,
         )
 
     def recover(self) -> list[Action]:
@@ -138,6 +165,7 @@ class MixNode(BaseNode):
                 policy=s.policy,
                 keys=self._make_key,
                 jitter=system_uniform,
+                successor=s.successor or "",
             )
         else:
             assert s.predecessor is not None
@@ -149,6 +177,10 @@ class MixNode(BaseNode):
                 item_length=s.item_length_in(),
                 chunk_size=s.policy.chunk_size,
                 keys=self._make_key,
+                hop=s.hop,
+                successor=s.successor or "",
+                last=self.role is Role.LAST,
+                validator=self.validator,
             )
         return self.emit(actions)
 
@@ -178,6 +210,10 @@ class MixNode(BaseNode):
                 return m.on_abort_round(frame, now)
             if isinstance(frame, Batch):
                 return m.on_batch(frame)
+            if isinstance(frame, Trace):
+                return m.on_trace(frame, now)
+            if isinstance(frame, Exclude):
+                return m.on_exclude(frame, now)
         return super().handle(frame)
 
     def on_reply(self, sent: Frame, reply: Frame) -> list[Action]:
@@ -234,10 +270,58 @@ class MixNode(BaseNode):
                 times["peel_seconds"] = times.get("peel_seconds", 0.0) + self.clock() - started
         flat = [item for part in results for item in part]
         failed = sum(1 for item in flat if not isinstance(item, bytes))
-        if failed and self.role is Role.RELAY:
+        if failed and self.role is not Role.ENTRY:
             times = self._round_times.setdefault(r, {})
             times["dropped"] = times.get("dropped", 0) + failed
         return self.machine.peeled(action.token, flat, self.clock())
+
+    async def prove(self, action: Prove) -> list[Action]:
+        """Prove this mix's step for each item (its shared secret and a Chaum–Pedersen
+        proof), in the pool; then tell the machine."""
+        r = action.round_id
+        key = self.keyring.secret(r)
+        secret, public = bytes(key), bytes(key.public_key)
+        s = self.settings
+
+        def prove_all(items: Sequence[bytes]) -> list[Step | MixnetError]:
+            steps: list[Step | MixnetError] = []
+            for item in items:
+                try:
+                    steps.append(
+                        prove_step(secret, public, item, chain_id=s.chain_id, round_id=r,
+                                   hop=s.hop)
+                    )  # fmt: skip
+                except MixnetError as exc:
+                    steps.append(exc)
+            return steps
+
+        loop = asyncio.get_running_loop()
+        steps = await loop.run_in_executor(self.pool, prove_all, list(action.items))
+        assert isinstance(self.machine, RelayMachine)
+        return self.machine.proved(action.token, steps, self.clock())
+
+    async def verify(self, action: Verify) -> list[Action]:
+        """Check accusations (proofs, layers, the validator), in the pool; then tell the
+        machine."""
+        s = self.settings
+        validator = self.validator
+
+        def check_all() -> list[bool]:
+            results = []
+            for accusation in action.accusations:
+                try:
+                    verify_accusation(
+                        accusation, action.keys, chain_id=s.chain_id,
+                        round_id=action.round_id, mixes=s.hops, validator=validator,
+                    )  # fmt: skip
+                except MixnetError:
+                    results.append(False)
+                else:
+                    results.append(True)
+            return results
+
+        results = await asyncio.get_running_loop().run_in_executor(self.pool, check_all)
+        return self.machine.verified(action.token, results, self.clock())
 
     async def mix(self, action: Mix) -> list[Action]:
         """Permute the round (OS CSPRNG) and cut it in chunks, off the event loop."""

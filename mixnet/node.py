@@ -9,6 +9,17 @@ and permuting to worker threads. It also serves HTTP GETs on the same port: ``/h
 ``/status``, ``/metrics`` (Prometheus text); subclasses add routes. Node-to-node requests
 (``open-round``, ``abort-round``, ``batch``) are accepted only from a peer that proved it
 holds the predecessor's identity key (challenge–response).
+
+Every connection passes the node's :class:`~mixnet.limits.ConnectionGuard` (the chain
+file's ``[limits]``: connections, idleness, submissions per connection). Given a TLS server
+context (:meth:`BaseNode.start`), the node serves ``wss://``; its URL in the chain file
+must say so (:func:`mixnet.tls.check_server_tls`).
+
+Shutdown (:meth:`BaseNode.stop`) is bounded: requests still being served are cancelled
+(nothing unacknowledged is promised; clients resend), the forward link is closed, and
+connections whose peers do not finish the closing handshake within
+:data:`~mixnet.link.CLOSE_TIMEOUT` seconds are dropped — a node stops within about
+:data:`STOP_TIMEOUT` seconds plus the time to commit the writes already queued.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ import http
 import json
 import logging
 import secrets
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
@@ -26,15 +38,29 @@ from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
-from mixnet.core.actions import Action, Deliver, Mix, Peel, Persist, Publish, Reply, Send
+from mixnet.core.actions import (
+    Action,
+    Deliver,
+    Mix,
+    Peel,
+    Persist,
+    Prove,
+    Publish,
+    Reply,
+    Send,
+    Verify,
+)
 from mixnet.core.records import NewRound, SetRound
 from mixnet.core.status import TERMINAL, Role, RoundStatus
 from mixnet.errors import (
     InternalError,
     MalformedFrame,
     MixnetError,
+    NotReady,
     Unauthorized,
     UnexpectedFrameType,
 )
@@ -46,21 +72,35 @@ from mixnet.frames import (
     to_wire,
 )
 from mixnet.keys import CHALLENGE_LENGTH, verify_link_signature
-from mixnet.link import Link
+from mixnet.limits import ConnectionGuard
+from mixnet.link import CLOSE_TIMEOUT, Link
+from mixnet.logs import quiet_logger, round_extra
 from mixnet.metrics import NodeMetrics
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore, StoreError
+from mixnet.tls import check_server_tls
 from mixnet.wire import decode_frame, encode_frame, error_frame, get_str
 from mixnet.writer import StoreWriter
 
-__all__ = ["PREDECESSOR_FRAMES", "BaseNode"]
+__all__ = ["HTTP_ROUTES", "PREDECESSOR_FRAMES", "STOP_TIMEOUT", "BaseNode"]
 
 log = logging.getLogger("mixnet")
 
 #: Rounds kept in ``/status``'s history.
 STATUS_HISTORY = 32
 #: Frames only the authenticated predecessor may send (what relays and the sink take).
-PREDECESSOR_FRAMES = frozenset({"open-round", "abort-round", "batch"})
+PREDECESSOR_FRAMES = frozenset({"open-round", "abort-round", "batch", "trace", "exclude"})
+#: The HTTP GET routes every node serves, with what they return.
+HTTP_ROUTES: tuple[tuple[str, str], ...] = (
+    ("/healthz", "200 ok while the node serves"),
+    ("/status", "JSON: the node, its recent rounds and their timings"),
+    ("/metrics", "Prometheus text: frames, errors, rounds, refusals, connections"),
+)
+#: Seconds :meth:`BaseNode.stop` waits for the server's connections to close before it
+#: drops the rest.
+STOP_TIMEOUT = 1.5
+#: Most rounds whose timings are kept for ``/status`` (older ones are forgotten).
+_TIMES_KEPT = 2 * STATUS_HISTORY
 
 Outcome = list[Action] | MixnetError
 
@@ -92,9 +132,12 @@ class BaseNode:
         self.writer: StoreWriter[Outcome] = StoreWriter(
             store, self._committed, name=settings.name
         )
+        self.guard = ConnectionGuard(settings.connection_limits, self.metrics.refuse)
         self.server: Server | None = None
         self.port: int | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
+        self._closing: set[ServerConnection] = set()
         self._pending: dict[int, asyncio.Future[Outcome]] = {}
         self._challenges: dict[ServerConnection, bytes] = {}
         self._peers: dict[ServerConnection, str] = {}
@@ -126,6 +169,12 @@ class BaseNode:
     async def mix(self, action: Mix) -> list[Action]:
         raise NotImplementedError
 
+    async def prove(self, action: Prove) -> list[Action]:
+        raise TypeError("only a mix after the entry mix proves steps")
+
+    async def verify(self, action: Verify) -> list[Action]:
+        raise TypeError("only a mix checks accusations")
+
     async def deliver(self, action: Deliver) -> list[Action]:
         raise NotImplementedError
 
@@ -142,9 +191,20 @@ class BaseNode:
 
     # ------------------------------------------------------------------ life cycle
 
-    async def start(self, host: str, port: int) -> int:
+    async def start(self, host: str, port: int, *, tls: ssl.SSLContext | None = None) -> int:
         """Recover from the store, start serving on ``host:port`` (0: any free port),
-        resume unfinished work; returns the bound port."""
+        resume unfinished work; returns the bound port.
+
+        ``tls`` is the server context (:func:`mixnet.tls.server_context`) of a node listed
+        at a ``wss://`` URL; a node listed at ``ws://`` serves plain websockets.
+
+        :raises TlsError: the node's URL in the chain is ``wss://`` and ``tls`` is ``None``,
+            or ``ws://`` and ``tls`` is given (checked before anything else).
+        :raises OSError: the port cannot be bound.
+        """
+        if self.settings.url:
+            check_server_tls(self.settings.name, self.settings.url, has_certificate=tls is not None)
+        limits = self.settings.connection_limits
         actions = self.recover()
         self.server = await serve(
             self._serve_connection,
@@ -158,34 +218,66 @@ class BaseNode:
             ping_interval=20,
             ping_timeout=60,
             max_queue=4,
+            open_timeout=limits.handshake_seconds,  # also the TLS handshake's, with ssl
+            close_timeout=CLOSE_TIMEOUT,
+            create_connection=_guarded_connection(self.guard),
+            logger=quiet_logger("websockets.server"),
+            ssl=tls,
         )
         sock = next(iter(self.server.sockets))
         self.port = int(sock.getsockname()[1])
         if actions:
             self.spawn(self.execute(actions), "recovery")
+        self.spawn(self._sweep_idle(), "closing idle connections")
         self.after_start()
         self._update_gauges()
-        log.info("%s listening on %s:%s", self.settings.name, host, self.port)
+        scheme = "wss" if tls is not None else "ws"
+        log.info("%s listening on %s://%s:%s", self.settings.name, scheme, host, self.port)
         return self.port
 
     def after_start(self) -> None:
         """Hook: start background tasks (the entry mix's round timer)."""
 
     async def stop(self) -> None:
-        """Stop serving and cancel background work (what is acknowledged is stored)."""
+        """Stop serving and cancel background work (what is acknowledged is stored).
+
+        Bounded: requests in progress (a ``get-round`` or ``subscribe`` waiting, a link
+        retrying) are cancelled, not awaited; the forward link is closed; connections still
+        open after :data:`STOP_TIMEOUT` seconds are dropped. Then the writes already queued
+        are committed or dropped (:meth:`~mixnet.writer.StoreWriter.close`). Idempotent.
+        """
         self._stopping = True
         if self.server is not None:
-            self.server.close()
-        if self.link is not None:
-            await self.link.close()
+            self.server.close()  # stop accepting; close connections (1001) in the background
+        for task in list(self._handlers):
+            task.cancel()
         for task in list(self.tasks):
             task.cancel()
+        await asyncio.gather(self._close_link(), self._close_server(), self._reap_tasks())
+        await asyncio.to_thread(self.writer.close)
+
+    async def _close_link(self) -> None:
+        if self.link is not None:
+            await self.link.close()  # at most CLOSE_TIMEOUT for a peer that does not answer
+
+    async def _reap_tasks(self) -> None:
         for task in list(self.tasks):
             with contextlib.suppress(BaseException):
                 await task
-        if self.server is not None:
-            await self.server.wait_closed()
-        await asyncio.to_thread(self.writer.close)
+
+    async def _close_server(self) -> None:
+        """Wait up to :data:`STOP_TIMEOUT` for the connections to close, then drop them."""
+        if self.server is None:
+            return
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT):
+                await self.server.wait_closed()
+        except TimeoutError:
+            dropped = self.guard.abort_all()
+            log.debug("%s: dropped %d connections still closing", self.settings.name, dropped)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CLOSE_TIMEOUT / 2):
+                    await self.server.wait_closed()
 
     def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Run ``coro`` in the background; a failure is logged, never lost silently."""
@@ -272,6 +364,10 @@ class BaseNode:
                 return []
             case Peel():
                 return self.emit(await self.peel(action))
+            case Prove():
+                return self.emit(await self.prove(action))
+            case Verify():
+                return self.emit(await self.verify(action))
             case Mix():
                 self.spawn(self._run_heavy(self.mix(action)), f"mixing round {action.round_id}")
                 return []
@@ -296,12 +392,15 @@ class BaseNode:
         except MixnetError as exc:
             if self._stopping:
                 raise
-            log.warning(
+            # "not ready" is the trace's normal wait for a later mix: no warning
+            log.log(
+                logging.DEBUG if exc.code == NotReady.code else logging.WARNING,
                 "%s: %s refused %s: %s",
                 self.settings.name,
                 self.settings.successor_url,
                 type(frame).__name__,
                 exc,
+                extra=round_extra(getattr(frame, "round_id", None)),
             )
             return self.emit(self.on_send_error(frame, exc))
         return self.emit(self.on_reply(frame, reply))
@@ -319,9 +418,16 @@ class BaseNode:
                     times["closed"] = now
                 elif write.status is RoundStatus.MIXED:
                     times["mixed"] = now
-                elif write.status in TERMINAL:
-                    if write.status is RoundStatus.FORWARDED and "mixed" in times:
-                        times["forward_seconds"] = now - times["mixed"]
+                elif write.status is RoundStatus.FORWARDED and "mixed" in times:
+                    times["forward_seconds"] = now - times["mixed"]
+                elif write.status is RoundStatus.RELEASED:
+                    times["released"] = now
+                if write.status in TERMINAL:
+                    if write.status is RoundStatus.CONFIRMED and "released" in times:
+                        # the last mix forwards after the trace
+                        times["forward_seconds"] = now - times["released"]
+                    elif "mixed" in times and "forward_seconds" in times:
+                        times["trace_seconds"] = now - times["mixed"] - times["forward_seconds"]
                     self._finished(write.round_id, write.status, times, now)
 
     def _finished(
@@ -336,7 +442,8 @@ class BaseNode:
             round_seconds=None if opened is None else now - opened,
         )
         times["finished"] = now
-        self._round_times.pop(round_id - STATUS_HISTORY, None)
+        while len(self._round_times) > _TIMES_KEPT:  # bounded, oldest rounds first
+            del self._round_times[min(self._round_times)]
         self._update_gauges()
 
     def note(self, round_id: int, **values: float) -> None:
@@ -347,19 +454,48 @@ class BaseNode:
         statuses = self.round_statuses()
         self.metrics.set_open_rounds(sum(1 for s in statuses.values() if s not in TERMINAL))
         self.metrics.set_queued(self.writer.pending)
+        self.metrics.set_connections(self.guard.count)
 
     # ------------------------------------------------------------------ websockets
 
     async def _serve_connection(self, conn: ServerConnection) -> None:
+        """Serve one websocket: one request at a time, each answered by one frame; close it
+        after the reply that reached the submission limit. Cancelled by :meth:`stop`."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
         try:
             async for message in conn:
-                reply = await self._dispatch(conn, message)
-                await conn.send(encode_frame(reply))
+                self.guard.begin(conn)
+                try:
+                    reply = await self._dispatch(conn, message)
+                    await conn.send(encode_frame(reply))
+                finally:
+                    self.guard.end(conn)
+                if conn in self._closing:
+                    await conn.close(CloseCode.NORMAL_CLOSURE, "submission limit")
+                    break
         except ConnectionClosed:
             pass
         finally:
+            if task is not None:
+                self._handlers.discard(task)
+            self._closing.discard(conn)
             self._challenges.pop(conn, None)
             self._peers.pop(conn, None)
+
+    async def _sweep_idle(self) -> None:
+        """Close the connections the guard finds idle (every quarter of ``idle_seconds``,
+        at least once a second): open websockets with code 1001 ``idle``, connections still
+        in their opening handshake at once."""
+        period = min(1.0, self.settings.connection_limits.idle_seconds / 4)
+        while not self._stopping:
+            await asyncio.sleep(period)
+            for conn in self.guard.sweep():
+                if conn.protocol.state is State.OPEN:
+                    self.spawn(conn.close(CloseCode.GOING_AWAY, "idle"), "closing a connection")
+                else:
+                    conn.transport.abort()
 
     async def _dispatch(self, conn: ServerConnection, message: str | bytes) -> dict[str, object]:
         self.metrics.frame()
@@ -368,6 +504,8 @@ class BaseNode:
                 raise MalformedFrame("frames must be binary msgpack")
             raw = decode_frame(message, max_size=self.settings.max_frame())
             kind = get_str(raw, "type", max_length=32)
+            if kind == "submit" and self.guard.submitted(conn):
+                self._closing.add(conn)  # answered, then closed (mixnet.limits)
             if kind == "status":
                 return {"type": "status", **self.status()}
             if kind == "challenge":
@@ -429,6 +567,7 @@ class BaseNode:
             identity, signature, chain_id=self.settings.chain_id, node=node, challenge=nonce
         )
         self._peers[conn] = node
+        self.guard.authenticated(conn)
         return {"type": "authenticated", "node": node}
 
     def _require_predecessor(self, conn: ServerConnection) -> None:
@@ -469,8 +608,10 @@ class BaseNode:
             log.debug("%s: health probe", self.settings.name)
             return conn.respond(http.HTTPStatus.OK, "ok\n")
         if path == "/status":
+            log.debug("%s: status probe", self.settings.name)
             return _json_response(conn, 200, self.status())
         if path == "/metrics":
+            log.debug("%s: metrics probe", self.settings.name)
             self._update_gauges()
             body, content_type = self.metrics.render()
             response = conn.respond(http.HTTPStatus.OK, body.decode())
@@ -481,6 +622,23 @@ class BaseNode:
         if routed is not None:
             return _json_response(conn, routed[0], routed[1])
         return conn.respond(http.HTTPStatus.NOT_FOUND, "not found\n")
+
+
+def _guarded_connection(guard: ConnectionGuard) -> type[ServerConnection]:
+    """A :class:`ServerConnection` class whose connections pass ``guard`` the moment the
+    TCP connection is accepted (after the TLS handshake on a ``wss://`` node) and leave it
+    when the socket is closed."""
+
+    class GuardedConnection(ServerConnection):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            guard.admit(self)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            super().connection_lost(exc)
+            guard.release(self)
+
+    return GuardedConnection
 
 
 def _json_response(conn: ServerConnection, status: int, body: object) -> Response:

@@ -2,7 +2,8 @@
 
 :func:`node_settings` turns a :class:`~mixnet.chain.ChainConfig`, a node name and the
 application's message shape (how many payloads make one submission, and their length) into
-:class:`NodeSettings`: hop, predecessor and its identity, successor URL, the round policy.
+:class:`NodeSettings`: hop, predecessor and its identity, successor URL, the round policy,
+the node's own URL, the CA bundle its link trusts and the connection limits it enforces.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from nacl.signing import VerifyKey
 from mixnet.chain import ChainConfig, ChainConfigError
 from mixnet.core.policy import RoundPolicy
 from mixnet.frames import FrameLimits
+from mixnet.limits import DEFAULT_LIMITS, Limits
 from mixnet.onion import onion_length
+from mixnet.tls import TlsConfig
 
 __all__ = ["FRAME_SLACK", "NodeSettings", "node_settings"]
 
@@ -30,7 +33,9 @@ class NodeSettings:
     ``hop`` is the node's index (0 .. hops−1 for mixes, ``hops`` for the sink);
     ``payload_length`` is the length in bytes of the plaintext payload at the end of the
     chain; ``messages`` the number of onions in one client submission; ``workers`` the
-    threads that peel.
+    threads that peel. ``url`` is the node's own URL in the chain file (``wss://``: it must
+    serve TLS), ``tls`` the chain's ``[tls]`` table (the CA bundle its forward link trusts;
+    ``None``: the system's CAs) and ``connection_limits`` the ``[limits]`` it enforces.
     """
 
     chain_id: str
@@ -44,6 +49,11 @@ class NodeSettings:
     payload_length: int
     policy: RoundPolicy
     workers: int = max(2, os.cpu_count() or 2)
+    url: str = ""
+    tls: TlsConfig | None = None
+    connection_limits: Limits = DEFAULT_LIMITS
+    #: the successor's name (``None`` at the sink)
+    successor: str | None = None
 
     @property
     def is_sink(self) -> bool:
@@ -75,6 +85,7 @@ class NodeSettings:
             item_length=self.item_length_in(),
             chunk_items=self.policy.chunk_size,
             announcements=self.hops,
+            mixes=self.hops,
         )
 
 
@@ -111,4 +122,8 @@ def node_settings(
         messages=messages,
         payload_length=payload_length,
         policy=config.policy,
+        url=config.nodes[hop].url,
+        tls=config.tls,
+        connection_limits=config.limits,
+        successor=names[hop + 1] if hop < hops else None,
     )

@@ -5,18 +5,26 @@ application's (a :class:`SinkApplication`): its :meth:`~SinkApplication.analyze`
 worker thread on the complete batch, and its JSON-able result is stored and published —
 over websockets (``subscribe {round}`` → ``result {...}``, or ``pending {round}`` after
 :data:`SUBSCRIBE_WAIT` seconds: ask again) and over HTTP (``GET /rounds``, ``GET
-/rounds/<id>``).
+/rounds/<id>``). ``GET /`` is the status page (:mod:`mixnet.status_page`): the chain, the
+open round, the recent results (in the columns the application chooses, if it implements
+:class:`~mixnet.status_page.DescribesResults`) and each hop's timings.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http
 import json
 import logging
+import ssl
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
+from websockets.asyncio.server import ServerConnection
+from websockets.http11 import Request, Response
+
+from mixnet.chain import ChainConfig
 from mixnet.core.actions import Action, Deliver, DeliveredBatch, Peel
 from mixnet.core.sink import SinkMachine
 from mixnet.core.status import Role, RoundStatus
@@ -24,6 +32,18 @@ from mixnet.errors import MixnetError
 from mixnet.frames import AbortRound, Batch, Frame, OpenRound, parse_subscribe
 from mixnet.node import PREDECESSOR_FRAMES, BaseNode
 from mixnet.settings import NodeSettings
+from mixnet.status_page import (
+    RECENT_RESULTS,
+    ChainNode,
+    ChainPoller,
+    DescribesResults,
+    NodeView,
+    PageData,
+    content_security_policy,
+    generic_columns,
+    new_nonce,
+    render_page,
+)
 from mixnet.store import NodeStore
 
 __all__ = ["SUBSCRIBE_WAIT", "SinkApplication", "SinkNode"]
@@ -49,7 +69,12 @@ class SinkApplication(Protocol):
 
 
 class SinkNode(BaseNode):
-    """The chain's sink (``settings.hop == settings.hops``)."""
+    """The chain's sink (``settings.hop == settings.hops``).
+
+    ``chain`` (optional; see :meth:`show_chain`) lets the status page list and poll every
+    node; ``ssl_context`` is what it trusts for ``wss://`` nodes (``None``: the system's
+    default trust).
+    """
 
     role = Role.SINK
     accepts = PREDECESSOR_FRAMES
@@ -61,6 +86,8 @@ class SinkNode(BaseNode):
         application: SinkApplication,
         *,
         clock: Callable[[], float] = time.time,
+        chain: ChainConfig | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if not settings.is_sink or settings.predecessor is None:
             raise ValueError("a sink is the node after the last mix")
@@ -70,6 +97,38 @@ class SinkNode(BaseNode):
             predecessor=settings.predecessor, item_length=settings.item_length_in()
         )
         self._waiters: dict[int, asyncio.Event] = {}
+        self._poller = ChainPoller(
+            [ChainNode(settings.predecessor, settings.hop - 1, None)]
+        )
+        self._chain_shown = False
+        if chain is not None:
+            self.show_chain(chain, ssl_context=ssl_context)
+
+    def show_chain(
+        self, config: ChainConfig, *, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        """Let the status page list every mix of ``config`` and ask each for its status at
+        its URL (``ssl_context``: what to trust for ``wss://``; ``None`` the system's
+        default). Until this is called the page lists only the predecessor, by name. May be
+        called again (e.g. once every node of a local chain is listening).
+
+        :raises ValueError: ``config`` is another chain, or this node is not its sink.
+        """
+        settings = self.settings
+        if config.chain_id != settings.chain_id or config.sink.name != settings.name:
+            raise ValueError(
+                f"chain {config.chain_id!r} (sink {config.sink.name!r}) is not this node's "
+                f"chain {settings.chain_id!r} (sink {settings.name!r})"
+            )
+        if len(config.mixes) != settings.hops:
+            raise ValueError(
+                f"the chain has {len(config.mixes)} mixes; this sink is at hop {settings.hops}"
+            )
+        self._poller = ChainPoller(
+            [ChainNode(m.name, hop, m.url) for hop, m in enumerate(config.mixes)],
+            ssl_context=ssl_context,
+        )
+        self._chain_shown = True
 
     def recover(self) -> list[Action]:
         assert self.settings.predecessor is not None
@@ -111,6 +170,8 @@ class SinkNode(BaseNode):
         started = self.clock()
         if action.batch is None:
             result = await asyncio.to_thread(self.application.aborted, action.round_id)
+            if action.reason:
+                result = {**result, "reason": action.reason}
         else:
             result = await asyncio.to_thread(
                 self.application.analyze, action.round_id, action.batch
@@ -178,6 +239,88 @@ class SinkNode(BaseNode):
             await self.writer.read(self.store.round, round_id)
         ) is not None
         return 404, {"round": round_id, "status": "pending" if known else "unknown"}
+
+
+    # ------------------------------------------------------------------ status page
+
+    async def status_page_data(self) -> PageData:
+        """What the status page shows now: every known node's status (this node's own, the
+        others' from :class:`~mixnet.status_page.ChainPoller`), the last
+        :data:`~mixnet.status_page.RECENT_RESULTS` rounds this sink stored, newest first
+        (with their results, or their status while they have none: marked pending), and
+        the application's columns (or :func:`~mixnet.status_page.generic_columns`).
+
+        :raises StoreError: the store cannot be read.
+        """
+        settings = self.settings
+        others = await self._poller.poll()
+        here = NodeView(ChainNode(settings.name, settings.hop, None), self.status())
+        nodes = [*others, here]
+
+        def read() -> list[tuple[int, RoundStatus, Mapping[str, object] | None]]:
+            return [
+                (rec.round_id, rec.status, self.store.result(rec.round_id))
+                for rec in self.store.rounds(limit=RECENT_RESULTS)
+            ]
+
+        results: list[Mapping[str, object]] = []
+        pending: set[int] = set()
+        for round_id, status, stored in reversed(await self.writer.read(read)):
+            result = self.machine.results.get(round_id)
+            result = stored if result is None else result
+            if result is None:
+                pending.add(round_id)
+                results.append({"round": round_id, "status": status.value})
+            else:
+                results.append({"round": round_id, **result})
+        app = self.application
+        columns = (
+            list(app.result_columns())
+            if isinstance(app, DescribesResults)
+            else generic_columns(results)
+        )
+        note = None
+        if not self._chain_shown:
+            note = (
+                "The sink was not given the chain's addresses: only its predecessor is "
+                "listed, and the open round is not known."
+            )
+        return PageData(
+            chain_id=settings.chain_id,
+            nodes=nodes,
+            results=results,
+            columns=columns,
+            now=self.clock(),
+            pending=frozenset(pending),
+            note=note,
+        )
+
+    async def _process_request(
+        self, conn: ServerConnection, request: Request
+    ) -> Response | None:
+        """Serve ``GET /`` (not a websocket upgrade) as the status page — HTML with a
+        ``Content-Security-Policy`` that runs only the page's own script and style, never
+        cached; 503 if it cannot be built (logged) — and everything else as
+        :class:`~mixnet.node.BaseNode` does."""
+        upgrade = "upgrade" in request.headers.get("Connection", "").lower()
+        if upgrade or request.path.split("?", 1)[0] != "/":
+            return await super()._process_request(conn, request)
+        nonce = new_nonce()
+        try:
+            body = render_page(await self.status_page_data(), nonce=nonce)
+        except Exception:
+            log.exception("%s: the status page failed", self.settings.name)
+            return conn.respond(
+                http.HTTPStatus.SERVICE_UNAVAILABLE, "status page unavailable; see the log\n"
+            )
+        response = conn.respond(http.HTTPStatus.OK, body)
+        del response.headers["Content-Type"]
+        response.headers["Content-Type"] = "text/html; charset=utf-8"
+        response.headers["Content-Security-Policy"] = content_security_policy(nonce)
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        return response
 
 
 def _json_safe(round_id: int, result: Mapping[str, object]) -> dict[str, object]:

@@ -77,7 +77,7 @@ from mixnet.store_rows import (
 __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "SECRET_KEY_LENGTH", "NodeStore", "StoreError"]
 
 #: Version of the schema this module writes; a database with another version is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Seconds a write waits for a lock held by another connection before failing.
 BUSY_TIMEOUT = 10.0
 
@@ -345,7 +345,8 @@ class NodeStore:
             chunks: dict[int, list[Chunk]] = {}
             for r, *rest in conn.execute(
                 "SELECT round_id, sender, idx, chunks, clients, count, dropped, item_length,"
-                " item_count, payloads, digests FROM chunks ORDER BY round_id, sender, idx"
+                " item_count, payloads, digests, inputs, input_length, excluded"
+                " FROM chunks ORDER BY round_id, sender, idx"
             ):
                 chunks.setdefault(stored_int(r), []).append(chunk_from_row(tuple(rest)))
             outbound = self._outbound(conn)
@@ -376,10 +377,13 @@ class NodeStore:
             parts.setdefault(stored_int(r), []).append(chunk)
         return {
             stored_int(r): OutboundBatch(
-                stored_int(clients), stored_int(count), tuple(parts.get(stored_int(r), ()))
+                stored_int(clients),
+                stored_int(count),
+                tuple(parts.get(stored_int(r), ())),
+                stored_int(excluded),
             )
-            for r, clients, count in conn.execute(
-                "SELECT round_id, clients, count FROM outbound ORDER BY round_id"
+            for r, clients, count, excluded in conn.execute(
+                "SELECT round_id, clients, count, excluded FROM outbound ORDER BY round_id"
             )
         }
 

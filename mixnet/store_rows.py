@@ -62,7 +62,7 @@ Row = tuple[object, ...]
 T = TypeVar("T")
 
 
-#: The tables of schema version 2 (:data:`mixnet.store.SCHEMA_VERSION`).
+#: The tables of schema version 3 (:data:`mixnet.store.SCHEMA_VERSION`).
 SCHEMA = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -105,12 +105,16 @@ CREATE TABLE chunks (
     item_count  INTEGER NOT NULL,
     payloads    BLOB NOT NULL,
     digests     BLOB NOT NULL,
+    inputs      BLOB NOT NULL,
+    input_length INTEGER NOT NULL,
+    excluded    INTEGER NOT NULL,
     PRIMARY KEY (round_id, sender, idx)
 );
 CREATE TABLE outbound (
     round_id INTEGER PRIMARY KEY REFERENCES rounds (round_id),
     clients  INTEGER NOT NULL,
-    count    INTEGER NOT NULL
+    count    INTEGER NOT NULL,
+    excluded INTEGER NOT NULL
 );
 CREATE TABLE outbound_chunks (
     round_id    INTEGER NOT NULL REFERENCES outbound (round_id) ON DELETE CASCADE,
@@ -391,13 +395,24 @@ def _add_chunk(r: int, chunk: object, missing: str) -> tuple[Statement, ...]:
         check_int(chunk.dropped, "dropped"),
         *_pack(chunk.payloads),
         _digests(chunk.digests),
+        *_inputs(chunk),
+        check_int(chunk.excluded, "excluded"),
     )
     sql = (
         "INSERT INTO chunks (round_id, sender, idx, chunks, clients, count, dropped, payloads,"
-        " item_length, item_count, digests) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " item_length, item_count, digests, inputs, input_length, excluded)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (round_id, sender, idx) DO NOTHING"
     )
     return (Statement(sql, row, missing=missing),)
+
+
+def _inputs(chunk: Chunk) -> tuple[bytes, int]:
+    """``(blob, input_length)`` of a chunk's inputs: none, or one per payload."""
+    blob, length, count = _pack(chunk.inputs, "inputs")
+    if count not in (0, len(chunk.payloads)):
+        raise ValueError("a chunk has one input per payload, or none")
+    return blob, length
 
 
 def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, ...]:
@@ -425,8 +440,8 @@ def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, 
         raise ValueError("count must equal the number of payloads in the chunks")
     return (
         Statement(
-            "INSERT INTO outbound (round_id, clients, count) VALUES (?, ?, ?)",
-            (r, clients, count),
+            "INSERT INTO outbound (round_id, clients, count, excluded) VALUES (?, ?, ?, ?)",
+            (r, clients, count, check_int(batch.excluded, "excluded")),
             duplicate=f"round {r} already has an outbound batch",
             missing=missing,
         ),
@@ -521,8 +536,13 @@ def submission_from_row(row: Row) -> Submission:
 
 def chunk_from_row(row: Row) -> Chunk:
     """Rebuild ``(sender, idx, chunks, clients, count, dropped, item_length, item_count,
-    payloads, digests)``."""
-    sender, index, chunks, clients, count, dropped, length, items, blob, digests = row
+    payloads, digests, inputs, input_length, excluded)``."""
+    (
+        sender, index, chunks, clients, count, dropped, length, items, blob, digests,
+        inputs, input_length, excluded,
+    ) = row  # fmt: skip
+    payloads = unpack(blob, length, items)
+    inputs_blob = _as(bytes, inputs)
     return Chunk(
         _as(str, sender),
         stored_int(index),
@@ -530,8 +550,10 @@ def chunk_from_row(row: Row) -> Chunk:
         stored_int(clients),
         stored_int(count),
         stored_int(dropped),
-        unpack(blob, length, items),
+        payloads,
         _as(bytes, digests),
+        unpack(inputs_blob, input_length, len(payloads)) if inputs_blob else (),
+        stored_int(excluded),
     )
 
 

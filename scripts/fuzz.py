@@ -3,10 +3,11 @@
 Starts an in-process chain on 127.0.0.1 (an entry mix, two relays — ``--relays 1`` for one — and
 a sink running a trivial summing application, each node with its own sqlite store), with a round
 open. Then, for every
-node kind (entry, relay, sink) and every frame type of the protocol (``get-round``, ``submit``,
-``open-round``, ``abort-round``, ``batch``, ``subscribe``, ``status``, ``challenge``,
-``authenticate``) plus unknown types, it builds a *valid* frame — the predecessor-only frames
-(``open-round``, ``abort-round``, ``batch``) both over a plain connection and over one that
+node kind (entry, relay, sink) and every frame type of the protocol (``get-round``,
+``submit``, ``open-round``, ``abort-round``, ``batch``, ``trace``, ``exclude``, ``subscribe``,
+``status``, ``challenge``, ``authenticate``) plus unknown types, it builds a *valid* frame —
+the predecessor-only frames (``open-round``, ``abort-round``, ``batch``, ``trace``,
+``exclude``) both over a plain connection and over one that
 authenticated as the node's predecessor with its identity key, so that the parser and the round
 machine are reached — mutates it, sends it on a fresh websocket and classifies the outcome:
 
@@ -105,13 +106,15 @@ FRAME_TYPES = (
     "open-round",
     "abort-round",
     "batch",
+    "trace",
+    "exclude",
     "subscribe",
     "status",
     "challenge",
     "authenticate",
     "unknown",
 )
-PREDECESSOR_ONLY = frozenset({"open-round", "abort-round", "batch"})
+PREDECESSOR_ONLY = frozenset({"open-round", "abort-round", "batch", "trace", "exclude"})
 UNKNOWN_TYPES = (
     "",
     "foo",
@@ -120,6 +123,8 @@ UNKNOWN_TYPES = (
     "round-keys",
     "aborted",
     "batch-ack",
+    "accused",
+    "excluded",
     "error",
     "result",
     "pending",
@@ -1092,6 +1097,13 @@ class Fuzzer:
             return {"type": "abort-round", "round": r}
         if kind == "batch":
             return await self.batch_frame(ws, target, cell)
+        if kind == "trace":
+            return {"type": "trace", "round": self.some_round(target, 0.5)}
+        if kind == "exclude":
+            items = [self.mutator.blob(target.item_length) for _ in range(rng.randrange(3))]
+            abort = rng.choice(["", "fuzz"])
+            return {"type": "exclude", "round": self.some_round(target, 0.5), "items": items,
+                    "excluded": rng.randrange(3), "abort": abort}
         if kind == "subscribe":
             results = list(self.chain.sink.machine.results)
             choice = rng.random()

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from fractions import Fraction
 from typing import Any
 
+from cloaknet.certified import display_down
 from cloaknet.cli.args import (
     add_privacy_args,
     non_negative_int,
@@ -132,7 +134,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _print_toml(chosen: SelectedPlan, result: dict[str, Any]) -> None:
     print(
-        f"# cloaknet plan: {result['mode']}, {result['bound']} bound, "
+        f"# cloaknet plan: {result['mode']}, {result['bound']} bound, {result['noise']} noise, "
         f"epsilon = {result['epsilon']:.6g}, delta = {result['delta']:.4g} "
         f"({result['lemma']}, worst case at n = {result['evaluated_at_users']} users)"
     )
@@ -168,6 +170,14 @@ def _plan_table(result: dict[str, Any], alternatives: list[dict[str, Any]]) -> N
         ("modulus N", f"{result['modulus']}", f"{result['bits_per_message']} bits per message"),
         ("precision k", f"{result['precision']:,}", "inputs rounded to multiples of 1/k"),
     ]
+    rows.append(
+        (
+            "noise",
+            str(result["noise"]),
+            "what each user adds (sampled exactly)" if result["noise"] != "none"
+            else "no noise: sum-preserving changes",
+        )
+    )
     if result.get("gamma") is not None:
         rows.append(("gamma", f"{result['gamma']:.6g}", "smoothness slack of Lemma 1"))
     if result.get("noise_p") is not None:
@@ -186,7 +196,11 @@ def _plan_table(result: dict[str, Any], alternatives: list[dict[str, Any]]) -> N
             ]
     worst = f"{result['evaluated_at_users']:,}"
     rows += [
-        ("epsilon achieved", f"{result['epsilon']:.6g}", f"target {result['target_epsilon']:g}"),
+        (
+            "epsilon achieved",
+            display_down(Fraction(result["epsilon_exact"])),
+            f"target {result['target_epsilon']:g} (exact value rounded down)",
+        ),
         ("delta achieved", f"{result['delta']:.4g}", f"target {result['target_delta']:g}"),
         ("evaluated at n", worst, "round size where the bound is weakest (worst case)"),
         ("bound", str(result["lemma"]), "what the (epsilon, delta) is computed from"),
@@ -195,7 +209,7 @@ def _plan_table(result: dict[str, Any], alternatives: list[dict[str, Any]]) -> N
             f"{result['bytes_per_user']:,}",
             f"{result['messages_per_user']} × {result['bytes_per_message']} bytes",
         ),
-        ("expected RMSE", f"{result['expected_rmse']:.4g}", "of the estimated sum"),
+        ("expected RMSE", f"{result['expected_rmse']:.4g}", "of the estimated sum, n users"),
     ]
     for row in rows:
         table.add_row(*row)
@@ -209,7 +223,8 @@ def _plan_table(result: dict[str, Any], alternatives: list[dict[str, Any]]) -> N
         label = _BOUND_LABELS.get(alt["bound"], alt["bound"])
         console.print(
             f"{label}: m = {alt['messages_per_user']}, {alt['bits_per_message']}-bit N, "
-            f"{alt['bytes_per_user']} bytes/user, epsilon = {alt['epsilon']:.4g}, "
+            f"{alt['bytes_per_user']} bytes/user, "
+            f"epsilon = {display_down(Fraction(alt['epsilon_exact']), 4)}, "
             f"delta = {alt['delta']:.3g} at n = {alt['evaluated_at_users']:,}, "
             f"RMSE {alt['expected_rmse']:.3g} ({verdict} the target)"
         )

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from cloaknet.cli.args import add_privacy_args, non_negative_int, positive_int
-from cloaknet.errors import ParameterError
+from cloaknet.demo_plan import DEMO_PROTOCOLS
+from cloaknet.plans import BOUND_CHOICES
 
 __all__ = [
     "add_demo_parser",
@@ -24,7 +25,8 @@ def add_demo_parser(sub: Any) -> None:
     p_demo = sub.add_parser(
         "demo",
         help="run n users through a local multi-process chain and print the result",
-        description="Plan parameters, write keys and a chain file to a temporary directory, "
+        description="Choose parameters exactly as `cloaknet plan` does (default: --bound "
+        "auto), write keys and a chain file to a temporary directory, "
         "start every mix and the analyzer as separate processes on 127.0.0.1, "
         "submit random inputs for every user through the websocket client "
         "library, wait for the analyzer's result and compare it with the true "
@@ -41,11 +43,18 @@ def add_demo_parser(sub: Any) -> None:
     )
     p_demo.add_argument(
         "--protocol",
-        choices=["cloak", "blanket", "cheu", "bbgn"],
-        default="cloak",
-        help="what the chain carries: the cloak (default; --mode applies) or a "
-        "comparison protocol (privacy blanket, Cheu et al., split-and-mix "
-        "with the BBGN bound); those are single-user protocols",
+        choices=DEMO_PROTOCOLS,
+        default="plan",
+        help="what runs: plan (default) is what `cloaknet plan` selects for these "
+        "arguments and --bound; cloak forces the cloak (seed lemmas unless --bound); "
+        "blanket, cheu and bbgn are the comparison protocols (single-user)",
+    )
+    p_demo.add_argument(
+        "--bound",
+        choices=BOUND_CHOICES,
+        default="auto",
+        help="as for `cloaknet plan`: auto (default) picks whichever of the seed lemmas "
+        "and the BBGN bound needs fewer messages",
     )
     p_demo.add_argument(
         "--data-seed",
@@ -73,9 +82,15 @@ def add_node_parser(sub: Any) -> None:
     p_node = sub.add_parser(
         "node",
         help="run one node (mix or analyzer) of a chain",
-        description="Serve one node of the chain file: websockets for the protocol and HTTP "
-        "GETs (/healthz, /status, and /rounds/<id> on the analyzer) on the port of "
-        "the node's URL. Runs until SIGINT or SIGTERM.",
+        description="Serve one node of the chain file on the port of the node's URL: "
+        "websockets for the protocol (wss:// with --tls-cert/--tls-key when its URL is "
+        "wss://), and HTTP GETs on the same port. Every node serves GET /healthz (200 "
+        "'ok'), GET /status (JSON: the node and its recent rounds) and GET /metrics "
+        "(Prometheus text); the analyzer also serves GET / (a status page), GET /rounds "
+        "(JSON: the round ids it knows) and GET /rounds/<id> (JSON: the round's result). "
+        "The chain file's [limits] bound the connections it keeps and [tls] names the CA "
+        "its link trusts. Files it creates are private (umask 077). Runs until SIGINT or "
+        "SIGTERM and stops within a few seconds.",
     )
     p_node.add_argument("--chain", type=Path, required=True, help="the chain file (TOML)")
     p_node.add_argument("--name", required=True, help="this node's name in the chain file")
@@ -101,7 +116,36 @@ def add_node_parser(sub: Any) -> None:
         "shares to DIR/round-<id>.json (off by default)",
     )
     p_node.add_argument(
+        "--tls-cert",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="PEM certificate (chain) to serve wss:// with; required when the node's URL is "
+        "wss://, refused when it is ws://",
+    )
+    p_node.add_argument(
+        "--tls-key",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="PEM private key of --tls-cert (default: the key is in the --tls-cert file)",
+    )
+    p_node.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    p_node.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text (default: time, node, level, message) or json (one object per line: "
+        "time, level, logger, message, node and round where known)",
+    )
+    p_node.add_argument(
+        "--log-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="append the log to FILE, created mode 0600 (default: standard error)",
     )
 
 
@@ -121,7 +165,8 @@ def add_keygen_parser(sub: Any) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``cloaknet demo``: the networked demo (:mod:`cloaknet.netdemo`), or with
-    ``--mixes 0`` the cloak with the ideal shuffler in this process (:mod:`cloaknet.demo`)."""
+    ``--mixes 0`` the ideal shuffler in this process (:mod:`cloaknet.demo`); both run what
+    :func:`cloaknet.demo_plan.choose` picks (by default what ``cloaknet plan`` selects)."""
     if args.mixes > 0:
         from cloaknet.netdemo import run_network_demo
 
@@ -137,9 +182,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             keep=args.keep,
             concurrency=args.concurrency,
             protocol=args.protocol,
+            bound=args.bound,
         )
-    if args.protocol != "cloak":
-        raise ParameterError("--mixes 0 (the ideal shuffler) runs the cloak only")
     from cloaknet.demo import run_demo
 
     return run_demo(
@@ -150,20 +194,37 @@ def cmd_demo(args: argparse.Namespace) -> int:
         mode=args.mode,
         data_seed=args.data_seed,
         as_json=args.json,
+        bound=args.bound,
+        protocol=args.protocol,
     )
 
 
 def cmd_node(args: argparse.Namespace) -> int:
-    """``cloaknet node``: serve one node until SIGINT/SIGTERM."""
+    """``cloaknet node``: serve one node until SIGINT/SIGTERM. The process's umask is 077
+    first, so that every file it creates (database, its -wal and -shm, log, dumps) is
+    private."""
     import asyncio
-    import logging
+    import os
 
     from cloaknet.node import run_node
+    from mixnet.logs import configure_logging
 
-    logging.basicConfig(
-        level=args.log_level, format=f"%(asctime)s {args.name} %(levelname)s %(message)s"
+    os.umask(0o077)
+    configure_logging(
+        node=args.name, level=args.log_level, fmt=args.log_format, file=args.log_file
     )
-    asyncio.run(run_node(args.chain, args.name, args.key, args.db, args.listen, args.dump_dir))
+    asyncio.run(
+        run_node(
+            args.chain,
+            args.name,
+            args.key,
+            args.db,
+            args.listen,
+            args.dump_dir,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+        )
+    )
     return 0
 
 

@@ -6,6 +6,8 @@
   colluding-user lemmas with an exact adversary (:mod:`cloaknet.adversary`).
 
 Shared by both: :mod:`.parallel` (trials in worker processes), :mod:`.samplers` (exact
-samplers), :mod:`.stats` (intervals and quantiles on scipy/numpy), :mod:`.output` (the
-CSV/JSON/PNG edge, where typed rows become dicts) and :mod:`.text` (Markdown formatting).
+samplers), :mod:`.stats` (intervals and quantiles on scipy/numpy, and the interval
+judgements the reports make), :mod:`.output` (the CSV/JSON/PNG edge, where typed rows become
+dicts), :mod:`.plotting` (offsets, zero counts as upper bounds, legends outside the data) and
+:mod:`.text` (Markdown formatting).
 """

@@ -1,5 +1,6 @@
 """The statistics of the experiments, on scipy and numpy: an interval for an RMSE (χ²),
-Wilson intervals for proportions, order-statistic quantiles, means and log-log slopes.
+Wilson intervals for proportions, order-statistic quantiles, means and log-log slopes, and
+the two judgements the reports make from intervals (:func:`relation`, :func:`overlap`).
 
 Every function is pure (no randomness) and raises :class:`~cloaknet.errors.ParameterError`
 on arguments outside its stated range.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -19,14 +20,20 @@ from cloaknet.errors import ParameterError
 
 __all__ = [
     "ProportionInterval",
+    "Relation",
     "RmseInterval",
     "loglog_slope",
     "mean",
     "order_quantile",
+    "overlap",
     "proportion",
+    "relation",
     "rmse_interval",
     "wilson_interval",
 ]
+
+#: Where an interval lies relative to a reference value (:func:`relation`).
+Relation = Literal["above", "below", "within"]
 
 
 def _check_level(level: float) -> None:
@@ -137,3 +144,26 @@ def loglog_slope(points: Iterable[tuple[float, float]]) -> float | None:
         return None
     xs, ys = zip(*kept, strict=True)
     return float(scipy_stats.linregress(xs, ys).slope)
+
+
+def relation(low: float, high: float, value: float) -> Relation:
+    """Where the interval [``low``, ``high``] lies relative to ``value``: "above" when
+    low > value, "below" when high < value, else "within" — so "above" and "below" claim a
+    difference only with the interval's evidence. A NaN bound (no trials) gives "within".
+
+    :raises ParameterError: low > high.
+    """
+    if low > high:
+        raise ParameterError(f"need low <= high, got [{low}, {high}]")
+    if low > value:
+        return "above"
+    if high < value:
+        return "below"
+    return "within"
+
+
+def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether the intervals ``a`` = (low, high) and ``b`` share a point (closed intervals).
+    Two overlapping 95% intervals are the reports' criterion for "within sampling noise"
+    (conservative: disjoint intervals imply a significant difference at well below 5%)."""
+    return a[0] <= b[1] and b[0] <= a[1]

@@ -64,7 +64,7 @@ _OPTIONS: dict[str, frozenset[str]] = {
     "blanket": frozenset({"precision"}),
     "cheu": frozenset({"precision", "bits_per_user"}),
     "central": frozenset({"precision"}),
-    "bbgn": frozenset({"colluders", "precision", "tail"}),
+    "bbgn": frozenset({"colluders", "precision", "tail", "max_users"}),
 }
 
 

@@ -8,20 +8,33 @@ Ostrovsky, Sahai, FOCS 2006). The analyzer sums all shares mod q, reads the sum 
 (arXiv 1909.11225 / 2002.00817) for statistical distance 2^−σ, σ = log2((1 + e^ε)/δ);
 q = n·k + 2T + 1 with T chosen so that |Z| > T has probability at most ``tail``.
 
-The derivations, the error formula and what was and was not verified against the papers:
-``docs/protocols.md``. The Pólya sampler is a binary64 approximation (:mod:`.polya`).
+Rounds of ``users`` to ``max_users`` users: the noise shape 1/n_h and the message count are
+planned for the smallest round (n_h = users − |C|; in a larger round the honest users' noise
+is that discrete Laplace plus independent extra noise, still ε-DP by post-processing, and the
+σ that m achieves only grows with the honest count), and q and T for the largest
+(q = max_users·k + 2T + 1, T for the noise of max_users users).
+
+The noise is exact: α = exp(−γ) with the rational γ = ε/k (ε's binary64 value read exactly),
+and :class:`~cloaknet.protocols.polya.PolyaNoise` samples Pólya(1/n_h, exp(−γ)) with integer
+arithmetic and CSPRNG integers only, so the honest users' total is exactly discrete Laplace
+and the pure ε of the noise is exactly k·γ = ε.
+
+The derivations, the error formula and what was and was not verified against the papers
+(the message bound's constants and the reduction δ0 + (1 + e^ε)·2^−σ could not be checked
+against the papers' text; the abstract's example is reproduced): ``docs/protocols.md``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from cloaknet.accounting import bbgn_messages
+from cloaknet.accounting import BBGN_UNVERIFIED, bbgn_messages
 from cloaknet.errors import ParameterError
 from cloaknet.protocols.base import (
     SummationProtocol,
@@ -31,22 +44,36 @@ from cloaknet.protocols.base import (
     randomized_round,
 )
 from cloaknet.protocols.central import default_precision, discrete_laplace_variance
-from cloaknet.protocols.polya import sample_polya_differences
+from cloaknet.protocols.polya import PolyaNoise
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 from cloaknet.vectorized import encode_many, sum_mod
 
-__all__ = ["DEFAULT_TAIL", "BBGNPlan", "BBGNProtocol", "bbgn_messages", "bbgn_plan"]
+__all__ = [
+    "BBGN_UNVERIFIED",
+    "DEFAULT_TAIL",
+    "BBGNPlan",
+    "BBGNProtocol",
+    "bbgn_messages",
+    "bbgn_plan",
+]
 
 #: Default bound on the probability that the noise makes the sum leave the decoding window.
 DEFAULT_TAIL = 2.0**-40
+#: δ is planned as δ·(1 − 10^−9): float rounding in the message bound never pushes the
+#: achieved (1 + e^ε)·2^−σ' above the target.
+_DELTA_MARGIN = 1 - 1e-9
 
 
 @dataclass(frozen=True)
 class BBGNPlan:
     """Parameters of the split-and-mix protocol (module doc).
 
-    ``log_alpha`` = ln α = −ε/k; ``noise_shape`` = 1/n_h; ``tail_bound`` = T;
-    ``noise_variance`` is Var(Z) in grid units; errors are in input units.
+    ``noise_gamma`` = γ = ε/k exactly (α = exp(−γ)), ``log_alpha`` = −γ as a float (for
+    reports); ``noise_shape`` = 1/n_h exactly; ``tail_bound`` = T; ``noise_variance`` is
+    Var(Z) in grid units; errors are in input units, both for a round of ``users`` users.
+    ``epsilon`` is the target ε, which the noise meets exactly (:attr:`epsilon_exact` = k·γ).
+    Rounds may have ``users`` (privacy is planned for that many, n_h = users − colluders) to
+    ``max_users`` users (the modulus and the decoding window are planned for that many).
     """
 
     users: int
@@ -57,7 +84,7 @@ class BBGNPlan:
     precision: int
     sensitivity: int
     log_alpha: float
-    noise_shape: float
+    noise_shape: Fraction
     sigma: float
     statistical_distance: float
     modulus: int
@@ -66,17 +93,40 @@ class BBGNPlan:
     tail_probability: float
     noise_variance: float
     predicted_rmse: float
+    noise_gamma: Fraction
+    max_users: int
 
     @property
     def bits_per_message(self) -> int:
         return (self.modulus - 1).bit_length()
+
+    @property
+    def epsilon_exact(self) -> Fraction:
+        """The noise's pure ε for sensitivity k, exactly: k·γ (equal to ``epsilon``)."""
+        return self.precision * self.noise_gamma
+
+    def noise(self) -> PolyaNoise:
+        """The exact sampler of each user's Pólya(1/n_h, exp(−γ)) variables."""
+        return PolyaNoise(self.noise_shape, self.noise_gamma)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         if self.modulus >= 1 << 53:
             out["modulus"] = str(self.modulus)
         out["bits_per_message"] = self.bits_per_message
+        for key in ("noise_shape", "noise_gamma"):
+            value: Fraction = out[key]
+            out[key] = f"{value.numerator}/{value.denominator}"
+        out["epsilon_exact"] = _fraction_text(self.epsilon_exact)
+        out["noise"] = "polya"
         return out
+
+
+def _fraction_text(value: Fraction) -> str:
+    """``value`` as ``"num"`` or ``"num/den"``."""
+    return str(value.numerator) if value.denominator == 1 else (
+        f"{value.numerator}/{value.denominator}"
+    )
 
 
 def _tail_bound(log_alpha: float, total_shape: float, tail: float) -> int:
@@ -94,15 +144,22 @@ def bbgn_plan(
     *,
     precision: int | None = None,
     tail: float = DEFAULT_TAIL,
+    max_users: int | None = None,
 ) -> BBGNPlan:
-    """Plan the split-and-mix protocol for n users, |C| colluders and target (ε, δ).
+    """Plan the split-and-mix protocol for rounds of n (the smallest round) to ``max_users``
+    (default n) users, |C| colluders and target (ε, δ) (module doc).
 
-    k defaults to ⌈10·√n·max(1, ε)⌉ (as the central reference); σ = log2((1 + e^ε)/δ) since
-    the discrete Laplace gives δ0 = 0; q and m as in the module doc.
+    k defaults to ⌈10·√n·max(1, ε)⌉ (as the central reference); γ = ε/k exactly (the noise's
+    ε is then exactly the target); σ = log2((1 + e^ε)/δ) since the discrete Laplace gives
+    δ0 = 0 (plus a relative margin of 10^−9 on δ against float rounding in the message bound),
+    so that (1 + e^ε)·2^−σ' <= δ for the σ' the chosen m achieves; q and m as in the module
+    doc.
 
-    :raises ParameterError: invalid arguments, or fewer than 3 honest users.
+    :raises ParameterError: invalid arguments, ``max_users`` < n, or fewer than 3 honest
+        users.
     """
     users, eps, dlt = check_epsilon_delta(n, epsilon, delta)
+    largest = users if max_users is None else check_int("max_users", max_users, users)
     c = check_int("colluders", colluders, 0)
     honest = users - c
     if honest < 3:
@@ -116,19 +173,23 @@ def bbgn_plan(
         raise ParameterError(f"precision must be < 2**53, got {k}")
     if isinstance(tail, bool) or not isinstance(tail, int | float) or not 0.0 < tail < 1.0:
         raise ParameterError(f"tail must lie in (0, 1), got {tail!r}")
+    gamma = Fraction(eps) / k
     log_alpha = -eps / k
     total_shape = users / honest
-    big_t = _tail_bound(log_alpha, total_shape, float(tail))
-    modulus = users * k + 2 * big_t + 1
+    largest_shape = largest / honest  # every user of the largest round adds noise
+    big_t = _tail_bound(log_alpha, largest_shape, float(tail))
+    modulus = largest * k + 2 * big_t + 1
     # σ = log2((1 + e^ε)/δ), computed without overflow for large ε.
-    sigma = (eps + math.log1p(math.exp(-eps))) / math.log(2.0) - math.log2(dlt)
+    sigma = (eps + math.log1p(math.exp(-eps))) / math.log(2.0) - math.log2(dlt * _DELTA_MARGIN)
     messages = bbgn_messages(honest, sigma, modulus)
     alpha = math.exp(log_alpha)
     noise_var = total_shape * discrete_laplace_variance(alpha)
     rmse = math.sqrt(users / (4.0 * k * k) + noise_var / (k * k))
     tail_prob = min(
         1.0,
-        2.0 * math.exp(total_shape * math.log1p(math.sqrt(alpha)) + (big_t + 1) * log_alpha / 2),
+        2.0 * math.exp(
+            largest_shape * math.log1p(math.sqrt(alpha)) + (big_t + 1) * log_alpha / 2
+        ),
     )
     return BBGNPlan(
         users=users,
@@ -139,7 +200,7 @@ def bbgn_plan(
         precision=k,
         sensitivity=k,
         log_alpha=log_alpha,
-        noise_shape=1.0 / honest,
+        noise_shape=Fraction(1, honest),
         sigma=sigma,
         statistical_distance=2.0**-sigma,
         modulus=modulus,
@@ -148,13 +209,16 @@ def bbgn_plan(
         tail_probability=tail_prob,
         noise_variance=noise_var,
         predicted_rmse=rmse,
+        noise_gamma=gamma,
+        max_users=largest,
     )
 
 
 class BBGNProtocol(SummationProtocol):
     """Split-and-mix with distributed discrete Laplace noise; parameters from :func:`bbgn_plan`.
 
-    Options: ``colluders``, ``precision``, ``tail`` (passed to :func:`bbgn_plan`).
+    Options: ``colluders``, ``precision``, ``tail``, ``max_users`` (passed to
+    :func:`bbgn_plan`); rounds may have ``users`` to ``max_users`` users.
     """
 
     name = "bbgn"
@@ -168,8 +232,14 @@ class BBGNProtocol(SummationProtocol):
         colluders: int = 0,
         precision: int | None = None,
         tail: float = DEFAULT_TAIL,
+        max_users: int | None = None,
     ) -> None:
-        self._adopt(bbgn_plan(users, epsilon, delta, colluders, precision=precision, tail=tail))
+        self._adopt(
+            bbgn_plan(
+                users, epsilon, delta, colluders, precision=precision, tail=tail,
+                max_users=max_users,
+            )
+        )
 
     @classmethod
     def from_plan(cls, made: BBGNPlan) -> BBGNProtocol:
@@ -183,11 +253,17 @@ class BBGNProtocol(SummationProtocol):
 
     def _adopt(self, made: BBGNPlan) -> None:
         self.plan = made
+        self._noise = made.noise()
         self.users, self.epsilon, self.delta = made.users, made.epsilon, made.delta
 
     @property
     def messages_per_user(self) -> float:
         return float(self.plan.messages)
+
+    @property
+    def max_round_users(self) -> int:
+        """The largest round the modulus and decoding window are planned for."""
+        return self.plan.max_users
 
     @property
     def bits_per_message(self) -> int:
@@ -198,8 +274,9 @@ class BBGNProtocol(SummationProtocol):
         return self.plan.modulus
 
     def noise_many(self, count: int, rng: RandomSource = SYSTEM_RANDOM) -> NDArray[np.int64]:
-        """Each user's noise Z_i = X_i − Y_i, X_i, Y_i ~ Pólya(1/n_h, exp(−ε/k))."""
-        return sample_polya_differences(count, self.plan.noise_shape, self.plan.log_alpha, rng)
+        """Each user's noise Z_i = X_i − Y_i, X_i, Y_i ~ Pólya(1/n_h, exp(−γ)), γ = ε/k,
+        drawn exactly (:class:`~cloaknet.protocols.polya.PolyaNoise`; no floating point)."""
+        return self._noise.differences(count, rng)
 
     def encode_many(
         self, x: NDArray[np.float64], rng: RandomSource = SYSTEM_RANDOM
@@ -213,11 +290,12 @@ class BBGNProtocol(SummationProtocol):
     def analyze(
         self, messages: NDArray[Any], users: int, *, rng: RandomSource = SYSTEM_RANDOM
     ) -> float:
-        """Σ shares mod q, decoded into [−T, n'·k + T] (n' = ``users`` <= the planned n),
-        divided by k."""
-        if isinstance(users, int) and not isinstance(users, bool) and users > self.plan.users:
+        """Σ shares mod q, decoded into [−T, n'·k + T] (n' = ``users`` <= the planned
+        ``max_users``), divided by k."""
+        if isinstance(users, int) and not isinstance(users, bool) and users > self.plan.max_users:
             raise ParameterError(
-                f"round has {users} users but the modulus was planned for {self.plan.users}"
+                f"round has {users} users but the modulus was planned for "
+                f"{self.plan.max_users}"
             )
         flat = flat_messages(messages, users, self.plan.messages, self.plan.modulus)
         raw = sum_mod(flat, self.plan.modulus)
@@ -250,4 +328,5 @@ class BBGNProtocol(SummationProtocol):
             "Gascon, Nissim arXiv:1909.11225 / CCS 2020: m >= max(3, ceil((2 sigma + log2 q)"
             "/(log2 n - log2 e) + 1)) messages give statistical distance 2^-sigma"
         )
+        out["unverified"] = BBGN_UNVERIFIED
         return out

@@ -211,6 +211,7 @@ class CloakProtocol(SummationProtocol):
             "modulus": _json_int(params.modulus),
             "precision": params.precision,
             "gamma": made.gamma if made and made.bound != "bbgn" else None,
+            "noise": "truncated-laplace" if noise else "none",
             "noise_p": noise.p if noise else None,
             "noise_q": float(noise.q) if noise else None,
             "noise_scale": str(noise.scale) if noise else None,

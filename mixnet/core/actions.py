@@ -16,16 +16,22 @@ order** and feeds the outcome of some of them back as events:
   ``peeled(token, results)``.
 * :class:`Mix` — apply a uniformly random permutation to ``payloads`` (OS CSPRNG, off the
   event loop), cut it in chunks of ``chunk_size``, then call ``mixed(round_id, chunks)``.
+* :class:`Prove` — make a :class:`~mixnet.blame.Step` for each of ``items`` (inputs of this
+  mix) with the round's key, off the event loop, then call ``proved(token, steps)``.
+* :class:`Verify` — check each accusation with the round keys ``keys`` (hop → X25519
+  public key) and the application's payload validator, off the event loop, then call
+  ``verified(token, results)`` (one bool per accusation).
 * :class:`Deliver` — hand a complete batch to the sink's application (``batch`` is ``None``
-  when the round was aborted), then call ``delivered(round_id, result)``.
+  when the round was aborted, with ``reason``), then call ``delivered(round_id, result)``.
 * :class:`Publish` — the round's result is stored: wake whoever waits for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
+from mixnet.blame import Accusation
 from mixnet.core.records import Write
 from mixnet.frames import Frame
 
@@ -36,9 +42,11 @@ __all__ = [
     "Mix",
     "Peel",
     "Persist",
+    "Prove",
     "Publish",
     "Reply",
     "Send",
+    "Verify",
 ]
 
 
@@ -83,22 +91,46 @@ class Mix:
 
 
 @dataclass(frozen=True)
+class Prove:
+    """Prove this mix's step for each of ``items`` (its inputs) in round ``round_id``;
+    results go to ``proved(token, ...)``."""
+
+    round_id: int
+    items: Sequence[bytes]
+    token: Hashable
+
+
+@dataclass(frozen=True)
+class Verify:
+    """Check ``accusations`` of round ``round_id`` against the round keys ``keys`` (hop →
+    32-byte X25519 public key); results go to ``verified(token, ...)``."""
+
+    round_id: int
+    accusations: Sequence[Accusation]
+    keys: Mapping[int, bytes]
+    token: Hashable
+
+
+@dataclass(frozen=True)
 class Deliver:
-    """Hand round ``round_id``'s complete batch (``None``: the round was aborted) to the
-    sink's application."""
+    """Hand round ``round_id``'s complete batch (``None``: the round was aborted, for
+    ``reason``) to the sink's application."""
 
     round_id: int
     batch: DeliveredBatch | None
+    reason: str = ""
 
 
 @dataclass(frozen=True)
 class DeliveredBatch:
     """What the sink's application receives: ``payloads`` (in the last mix's order), the
-    number of clients ``clients`` and the batch's declared ``count``."""
+    number of clients ``clients`` and the batch's declared ``count``; ``excluded``
+    submissions were proven bad and left out by the chain (``clients`` counts the rest)."""
 
     clients: int
     count: int
     payloads: Sequence[bytes]
+    excluded: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,4 +140,4 @@ class Publish:
     round_id: int
 
 
-Action = Persist | Send | Reply | Peel | Mix | Deliver | Publish
+Action = Persist | Send | Reply | Peel | Mix | Prove | Verify | Deliver | Publish

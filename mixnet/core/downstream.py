@@ -41,7 +41,14 @@ class AwaitChunk:
 
 #: Statuses in which a round's whole batch is already here (a repeated chunk is acknowledged).
 _PAST_INTAKE = frozenset(
-    {RoundStatus.CLOSED, RoundStatus.MIXED, RoundStatus.FORWARDED, RoundStatus.DONE}
+    {
+        RoundStatus.CLOSED,
+        RoundStatus.MIXED,
+        RoundStatus.FORWARDED,
+        RoundStatus.RELEASED,
+        RoundStatus.CONFIRMED,
+        RoundStatus.DONE,
+    }
 )
 
 
@@ -89,16 +96,19 @@ class ChunkReceiver:
         kept: Sequence[bytes],
         dropped: int,
         digests: bytes = b"",
+        inputs: Sequence[bytes] = (),
     ) -> list[Action]:
-        """Ask to store a transformed chunk (``kept`` items, ``dropped`` lost ones); a copy
-        of a chunk already on its way to the store waits for that one (writes commit in
-        order) and is then acknowledged."""
+        """Ask to store a transformed chunk (``kept`` items, ``dropped`` lost ones, and at a
+        mix the ``inputs`` they were peeled from); a copy of a chunk already on its way to the
+        store waits for that one (writes commit in order) and is then acknowledged."""
         if st.batch is not None and batch.index in st.batch.received:
             return [Reply(BatchAck(batch.round_id, batch.index))]
         if batch.index in st.in_flight:
             return [Persist((), token=AwaitChunk(batch.round_id, batch.index))]
-        if st.batch is None:  # aborted meanwhile
-            raise UnknownRound(f"round {batch.round_id} is not open here")
+        if st.batch is None:
+            if st.status in _PAST_INTAKE:  # the first copy completed the batch meanwhile
+                return [Reply(BatchAck(batch.round_id, batch.index))]
+            raise UnknownRound(f"round {batch.round_id} is not open here")  # aborted
         st.batch.reserve(
             batch.index, batch.chunks, batch.clients, batch.count, len(batch.payloads)
         )
@@ -112,6 +122,8 @@ class ChunkReceiver:
             dropped=dropped,
             payloads=tuple(kept),
             digests=digests,
+            inputs=tuple(inputs),
+            excluded=batch.excluded,
         )
         return [
             Persist((AddChunk(st.round_id, chunk),), token=ChunkStored(st.round_id, chunk))
@@ -142,11 +154,20 @@ class ChunkReceiver:
             len(chunk.payloads) + chunk.dropped,
             chunk.dropped,
         )
-        st.chunk_payloads[chunk.index] = chunk.payloads
+        self._keep(st, chunk)
         actions: list[Action] = [Reply(BatchAck(token.round_id, chunk.index))]
         if outcome == "complete":
             actions += self._complete(st)
         return actions
+
+    @staticmethod
+    def _keep(st: RoundState, chunk: Chunk) -> None:
+        """Hold a stored chunk's items in memory (until the round's trace is done)."""
+        st.chunk_payloads[chunk.index] = chunk.payloads
+        if chunk.inputs:
+            st.chunk_inputs[chunk.index] = chunk.inputs
+        st.dropped += chunk.dropped
+        st.excluded = chunk.excluded
 
     def chunk_failed(self, token: object) -> None:
         """Handle a chunk token's failed write.
@@ -175,6 +196,7 @@ class ChunkReceiver:
         """Recovery: rebuild an open round's intake from its stored chunks; True if the
         batch is complete."""
         st.batch = self._new_intake(st.round_id)
+        st.dropped = 0
         for chunk in records.chunks.get(st.round_id, ()):
             if chunk.sender != self.predecessor:
                 continue
@@ -186,7 +208,7 @@ class ChunkReceiver:
                 len(chunk.payloads) + chunk.dropped,
                 chunk.dropped,
             )
-            st.chunk_payloads[chunk.index] = chunk.payloads
+            self._keep(st, chunk)
             for i in range(0, len(chunk.digests), ITEM_DIGEST_LENGTH):
                 st.batch.seen.setdefault(chunk.digests[i : i + ITEM_DIGEST_LENGTH], chunk.index)
         return st.batch.complete

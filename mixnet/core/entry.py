@@ -4,6 +4,7 @@ Life of a round here (statuses from :mod:`mixnet.core.status`)::
 
     OPENING --RoundKeys--> OPEN --policy--> CLOSED --mixed--> MIXED --last ack--> FORWARDED
        |  \\--refused--> FAILED      \\--below min_users--> ABORTED
+    FORWARDED --exclusions passed--> CONFIRMED    (or ABORTED: see mixnet.core.verdict)
 
 * :meth:`EntryMachine.handle_timer` opens a round when none is open or opening (making the
   round key through the injected :data:`~mixnet.core.rounds.KeyFactory`, storing it, and
@@ -33,8 +34,9 @@ from mixnet.core.records import (
     Submission,
     Write,
 )
-from mixnet.core.rounds import KeyFactory, MixRounds, RoundState
+from mixnet.core.rounds import KeyFactory, RoundState
 from mixnet.core.status import TERMINAL, Role, RoundStatus
+from mixnet.core.verdict import EntryVerdict
 from mixnet.errors import InternalError, MixnetError, RoundClosed, UnknownRound
 from mixnet.frames import (
     AbortRound,
@@ -46,6 +48,7 @@ from mixnet.frames import (
     RoundKeys,
     RoundOffer,
     Submit,
+    Trace,
 )
 
 __all__ = ["AwaitStored", "EntryMachine", "Opened", "Stored", "SubmitPeeled"]
@@ -97,7 +100,7 @@ RECEIPT_ROUNDS = 16
 OPENING_TIMEOUT = 120.0
 
 
-class EntryMachine(MixRounds):
+class EntryMachine(EntryVerdict):
     """The rounds of the entry mix. Construct it empty, or from stored records with
     :meth:`restore` after a restart.
 
@@ -117,12 +120,14 @@ class EntryMachine(MixRounds):
         policy: RoundPolicy,
         keys: KeyFactory,
         jitter: Callable[[], float] = lambda: 1.0,
+        successor: str = "",
     ) -> None:
         """``jitter()`` gives a uniform number in [0, 1] that spreads the back-off after a
         refused opening (the adapter passes the OS CSPRNG's; the default 1.0 waits the full
-        ceiling)."""
+        ceiling). ``successor`` names the next mix (in the reasons of aborted rounds)."""
         super().__init__(name=name, chunk_size=policy.chunk_size, keys=keys)
         self.jitter = jitter
+        self.successor = successor
         self.hops = hops
         self.messages = messages
         self.onion_length = onion_length
@@ -155,6 +160,10 @@ class EntryMachine(MixRounds):
     def next_timer(self) -> float | None:
         """When :meth:`handle_timer` must next be called (``None``: only after an event).
         A value in the past means "now"."""
+        due = [t for t in (self._round_timer(), self.verdict_timer()) if t is not None]
+        return min(due, default=None)
+
+    def _round_timer(self) -> float | None:
         if self.current is not None:
             st = self.rounds[self.current]
             assert st.entry is not None
@@ -169,8 +178,9 @@ class EntryMachine(MixRounds):
         """Apply the deadline to the open round; abandon a round whose opening took longer
         than :data:`OPENING_TIMEOUT` (it is aborted down the chain, so nodes that did open
         it erase its key; the next opening backs off as after a refusal); open a new round
-        when none is open or opening (and no back-off is running)."""
-        actions: list[Action] = []
+        when none is open or opening (and no back-off is running); ask again for the
+        verdict of rounds whose ``trace`` was refused."""
+        actions: list[Action] = self.handle_verdict_timer(now)
         if self.opening is not None:
             st = self.rounds[self.opening]
             if now >= st.opened_at + OPENING_TIMEOUT:
@@ -210,6 +220,9 @@ class EntryMachine(MixRounds):
 
     def on_reply(self, sent: Frame, reply: Frame, now: float) -> list[Action]:
         """Event: the successor answered ``sent`` with ``reply``."""
+        verdict = self.verdict_reply(sent, reply, now)
+        if verdict is not None:
+            return verdict
         if isinstance(sent, OpenRound) and isinstance(reply, RoundKeys):
             return self._keys_arrived(sent.round_id, reply, now)
         if isinstance(sent, Batch) and isinstance(reply, BatchAck):
@@ -252,8 +265,12 @@ class EntryMachine(MixRounds):
         """Event: the successor answered ``sent`` with an error (not retried by the link).
 
         A refused ``open-round`` fails the round (key erased) and backs off before the
-        next; other refusals leave the round where it is until a restart resumes it.
+        next; a refused ``trace`` or ``exclude`` is asked again later; other refusals leave
+        the round where it is until a restart resumes it.
         """
+        verdict = self.verdict_error(sent, error, now)
+        if verdict is not None:
+            return verdict
         if isinstance(sent, OpenRound):
             st = self.rounds.get(sent.round_id)
             if st is None or st.status is not RoundStatus.OPENING:
@@ -451,11 +468,13 @@ class EntryMachine(MixRounds):
         policy: RoundPolicy,
         keys: KeyFactory,
         jitter: Callable[[], float] = lambda: 1.0,
+        successor: str = "",
     ) -> tuple[EntryMachine, list[Action]]:
         """Rebuild the machine from what the store holds, and the actions that resume
         unfinished work: a round left ``OPENING`` is aborted down the chain (its opening
         never completed); an ``OPEN`` round takes submissions again (until its stored
-        deadline); a ``CLOSED`` round is mixed; a ``MIXED`` round's forwarding continues."""
+        deadline); a ``CLOSED`` round is mixed; a ``MIXED`` round's forwarding continues; a
+        ``FORWARDED`` round's verdict is asked for again."""
         m = cls(
             name=name,
             hops=hops,
@@ -464,6 +483,7 @@ class EntryMachine(MixRounds):
             policy=policy,
             keys=keys,
             jitter=jitter,
+            successor=successor,
         )
         actions: list[Action] = []
         last = max((rec.round_id for rec in records.rounds), default=0)
@@ -498,7 +518,11 @@ class EntryMachine(MixRounds):
                 st.submissions = {sub.client: sub.payloads for sub in subs}
                 actions += m._mix_if_ready(st)
             elif rec.status is RoundStatus.MIXED and r in records.outbound:
+                st.submissions = {sub.client: sub.payloads for sub in subs}
                 actions += m._resume_outbound(st, records.outbound[r])
+            elif rec.status is RoundStatus.FORWARDED:
+                st.submissions = {sub.client: sub.payloads for sub in subs}
+                actions.append(Send(Trace(r)))
             elif rec.status is RoundStatus.ABORTED and r > last - RECEIPT_ROUNDS:
                 # the abort may not have reached the chain before the restart: say it again
                 actions.append(Send(AbortRound(r)))

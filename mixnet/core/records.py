@@ -78,7 +78,10 @@ class Chunk:
     stored); ``len(payloads) + dropped`` is the number of items the chunk carried.
     ``digests`` are the 16-byte digests (:func:`mixnet.core.intake.item_digest`,
     concatenated) of the incoming items this chunk brought into the round's replay filter,
-    so that a restarted relay still drops their replays.
+    so that a restarted relay still drops their replays. At a mix, ``inputs`` are the
+    received ciphertexts the ``payloads`` were peeled from (aligned with them; kept until
+    the round's trace is done, to prove a step); at the sink it is empty. ``excluded`` is the
+    batch's number of excluded submissions (the sink's only).
     """
 
     sender: str
@@ -89,6 +92,8 @@ class Chunk:
     dropped: int
     payloads: tuple[bytes, ...]
     digests: bytes = b""
+    inputs: tuple[bytes, ...] = ()
+    excluded: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,11 +107,13 @@ class OutboundChunk:
 
 @dataclass(frozen=True)
 class OutboundBatch:
-    """A round's permuted outbound batch: ``count`` payloads from ``clients`` clients."""
+    """A round's permuted outbound batch: ``count`` payloads from ``clients`` clients, with
+    ``excluded`` submissions traced and left out (the last mix's, after the trace)."""
 
     clients: int
     count: int
     chunks: tuple[OutboundChunk, ...]
+    excluded: int = 0
 
 
 # --------------------------------------------------------------------------- writes
@@ -176,7 +183,8 @@ class ForgetReceipts:
 
 @dataclass(frozen=True)
 class PutOutbound:
-    """Store the round's permuted outbound batch, no chunk acknowledged yet."""
+    """Store the round's permuted outbound batch, no chunk acknowledged yet (the round must
+    have none: drop the old one first to replace it)."""
 
     round_id: int
     batch: OutboundBatch

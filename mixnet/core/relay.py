@@ -1,15 +1,19 @@
-"""The round machine of a mix after the entry mix (a relay).
+"""The round machine of a mix after the entry mix (a relay, or the last mix).
 
-Life of a round here::
+Life of a round at a relay, and at the last mix (which holds its batch until the trace)::
 
     OPEN --last chunk stored--> CLOSED --mixed--> MIXED --last ack--> FORWARDED
-      \\--abort-round--> ABORTED
+      \\--abort-round--> ABORTED                   --exclude passed--> CONFIRMED | ABORTED
+
+    OPEN --> CLOSED --> MIXED --exclude--> RELEASED --last ack--> CONFIRMED
+                            \\--exclude (abort)--> ABORTED
 
 ``open-round`` makes the round key (injected :data:`~mixnet.core.rounds.KeyFactory`), stores
 it, passes the request down the chain and answers with this node's and every later node's
 signed keys. Chunks of the predecessor's batch are checked, replayed ciphertexts dropped,
 the rest peeled, stored and acknowledged (:mod:`mixnet.core.downstream`); the complete batch
-is permuted and forwarded like the entry mix's.
+is permuted and forwarded like the entry mix's (the last mix holds it). The trace and the
+exclusions are :mod:`mixnet.core.tracing`'s.
 """
 
 from __future__ import annotations
@@ -17,21 +21,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mixnet.blame import PayloadValidator, accept_all
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
 from mixnet.core.downstream import ChunkReceiver
 from mixnet.core.intake import drop_replays, item_digest
 from mixnet.core.records import EraseKey, NewRound, NodeRecords, SetRound
-from mixnet.core.rounds import KeyFactory, MixRounds, RoundState, prune_rounds
+from mixnet.core.rounds import (
+    KeyFactory,
+    MixRounds,
+    RoundState,
+    prune_rounds,
+    refuse_forgotten,
+)
 from mixnet.core.status import Role, RoundStatus
+from mixnet.core.tracing import TracingMix
 from mixnet.errors import InternalError, MixnetError, RoundClosed
 from mixnet.frames import (
     Aborted,
     AbortRound,
+    Accused,
     Batch,
     BatchAck,
+    Exclude,
+    Excluded,
     Frame,
     OpenRound,
     RoundKeys,
+    Trace,
 )
 
 __all__ = ["ChunkPeeled", "RelayMachine"]
@@ -40,18 +56,20 @@ __all__ = ["ChunkPeeled", "RelayMachine"]
 @dataclass(frozen=True)
 class ChunkPeeled:
     """Token of the :class:`Peel` of a chunk: ``replayed`` items were dropped before it;
-    ``digests`` are those of the items it brought into the replay filter."""
+    ``digests`` are those of the items it brought into the replay filter; ``items`` are
+    the items peeled (the results are aligned with them)."""
 
     batch: Batch
     replayed: int
     digests: bytes = b""
+    items: tuple[bytes, ...] = ()
 
 
-class RelayMachine(ChunkReceiver, MixRounds):
-    """The rounds of mix ``name`` whose predecessor is ``predecessor``; items arrive
-    ``item_length`` bytes long."""
-
-    role = Role.RELAY
+class RelayMachine(ChunkReceiver, TracingMix):
+    """The rounds of mix ``name`` at position ``hop`` (>= 1) whose predecessor is
+    ``predecessor`` and successor ``successor``; items arrive ``item_length`` bytes long.
+    With ``last`` it is the chain's last mix: it checks its plaintext outputs with
+    ``validator`` (the application's) and holds them until the trace is done."""
 
     def __init__(
         self,
@@ -61,10 +79,18 @@ class RelayMachine(ChunkReceiver, MixRounds):
         item_length: int,
         chunk_size: int,
         keys: KeyFactory,
+        hop: int = 1,
+        successor: str = "",
+        last: bool = False,
+        validator: PayloadValidator = accept_all,
     ) -> None:
         MixRounds.__init__(self, name=name, chunk_size=chunk_size, keys=keys)
+        self.role = Role.LAST if last else Role.RELAY
         self.predecessor = predecessor
+        self.successor = successor
         self.item_length = item_length
+        self.hop = hop
+        self.validator = validator
 
     # ------------------------------------------------------------------ opening, aborting
 
@@ -74,12 +100,13 @@ class RelayMachine(ChunkReceiver, MixRounds):
         :raises RoundClosed: the round is past intake or aborted here.
         """
         r = frame.round_id
+        refuse_forgotten(self.forgotten, r)
         st = self.rounds.get(r)
         if st is not None and st.status is not RoundStatus.OPEN:
             raise RoundClosed(f"round {r} is {st.status.value} here")
         actions: list[Action] = []
         if st is None:
-            prune_rounds(self.rounds, r)
+            prune_rounds(self.rounds, r, self.forgotten)
             key = self.keys(r)
             st = RoundState(r, RoundStatus.OPEN, now, (key.announcement,))
             st.batch = self._new_intake(r)
@@ -93,6 +120,7 @@ class RelayMachine(ChunkReceiver, MixRounds):
         """Event: ``abort-round`` from the predecessor; passed down the chain, answered
         once the successor answered."""
         r = frame.round_id
+        refuse_forgotten(self.forgotten, r)
         st = self.rounds.get(r)
         actions: list[Action] = []
         if st is None:
@@ -110,11 +138,27 @@ class RelayMachine(ChunkReceiver, MixRounds):
         """Event: the successor answered ``sent`` with ``reply``."""
         if isinstance(sent, OpenRound) and isinstance(reply, RoundKeys):
             st = self.rounds.get(sent.round_id)
-            if st is None or reply.round_id != sent.round_id:
+            if st is None or reply.round_id != sent.round_id or not st.announcements:
                 raise InternalError("successor announced keys for another round")
-            return [Reply(RoundKeys(sent.round_id, (*st.announcements, *reply.announcements)))]
+            # this mix's key and every later one's: the trace checks their proofs
+            st.announcements = (st.announcements[0], *reply.announcements)
+            r = sent.round_id
+            return [
+                Persist((SetRound(r, announcements=st.announcements),)),
+                Reply(RoundKeys(r, st.announcements)),
+            ]
         if isinstance(sent, AbortRound) and isinstance(reply, Aborted):
+            st = self.rounds.get(sent.round_id)
+            if st is not None and st.abort_reply:  # the abort came with an exclude
+                st.abort_reply = False
+                return [Reply(Excluded(sent.round_id))]
             return [Reply(Aborted(sent.round_id))]
+        if isinstance(sent, Trace) and isinstance(reply, Accused):
+            return self._traced(sent, reply)
+        if isinstance(sent, Exclude) and isinstance(reply, Excluded):
+            if reply.round_id != sent.round_id:
+                raise InternalError("successor confirmed another round")
+            return self._excluded(sent, reply)
         if isinstance(sent, Batch) and isinstance(reply, BatchAck):
             if (reply.round_id, reply.index) != (sent.round_id, sent.index):
                 raise InternalError("successor acknowledged another chunk")
@@ -125,7 +169,7 @@ class RelayMachine(ChunkReceiver, MixRounds):
         """Event: the successor refused ``sent``. A refused ``open-round`` or
         ``abort-round`` is passed back to the predecessor (raised); a refused chunk leaves
         the round where it is until a restart resumes it."""
-        if isinstance(sent, OpenRound | AbortRound):
+        if isinstance(sent, OpenRound | AbortRound | Trace | Exclude):
             raise error
         return []
 
@@ -136,7 +180,8 @@ class RelayMachine(ChunkReceiver, MixRounds):
         unique, replayed = drop_replays(batch.payloads, st.batch.seen, batch.index)
         # the filter entries this chunk made, stored with it so a restart rebuilds the filter
         digests = b"".join(item_digest(item) for item in unique)
-        return [Peel(batch.round_id, unique, ChunkPeeled(batch, replayed, digests))]
+        token = ChunkPeeled(batch, replayed, digests, tuple(unique))
+        return [Peel(batch.round_id, unique, token)]
 
     def peeled(self, token: object, results: Sequence[bytes | MixnetError], now: float) -> (
         list[Action]
@@ -146,9 +191,13 @@ class RelayMachine(ChunkReceiver, MixRounds):
         if not isinstance(token, ChunkPeeled):
             raise TypeError(f"not a chunk token: {token!r}")
         st = self.rounds[token.batch.round_id]
-        kept = [p for p in results if isinstance(p, bytes)]
+        pairs = [
+            (item, p) for item, p in zip(token.items, results, strict=True) if isinstance(p, bytes)
+        ]
+        kept = [p for _, p in pairs]
         dropped = token.replayed + len(results) - len(kept)
-        return self.chunk_ready(st, token.batch, kept, dropped, token.digests)
+        inputs = [item for item, _ in pairs]
+        return self.chunk_ready(st, token.batch, kept, dropped, token.digests, inputs)
 
     def persisted(self, token: object, now: float) -> list[Action]:
         """Event: a :class:`Persist` with ``token`` committed."""
@@ -185,16 +234,27 @@ class RelayMachine(ChunkReceiver, MixRounds):
         item_length: int,
         chunk_size: int,
         keys: KeyFactory,
+        hop: int = 1,
+        successor: str = "",
+        last: bool = False,
+        validator: PayloadValidator = accept_all,
     ) -> tuple[RelayMachine, list[Action]]:
         """Rebuild the machine from what the store holds, and the actions that resume
         unfinished work: an ``OPEN`` round whose chunks are all stored, or a ``CLOSED``
-        round, is mixed; a ``MIXED`` round's forwarding continues."""
+        round, is mixed; a ``MIXED`` relay round's forwarding continues (the last mix holds
+        its batch and its intake for the trace, as a ``FORWARDED`` relay does); a
+        ``RELEASED`` round's forwarding to the sink continues; a finished round's key, if
+        one is left, is erased."""
         m = cls(
             name=name,
             predecessor=predecessor,
             item_length=item_length,
             chunk_size=chunk_size,
             keys=keys,
+            hop=hop,
+            successor=successor,
+            last=last,
+            validator=validator,
         )
         actions: list[Action] = []
         for rec in records.rounds:
@@ -209,9 +269,17 @@ class RelayMachine(ChunkReceiver, MixRounds):
                 if m._restore_intake(st, records):
                     actions += m._complete(st)
             elif rec.status is RoundStatus.MIXED and r in records.outbound:
+                m._restore_held(st, records)
+                if last:
+                    st.outbound = records.outbound[r]
+                else:
+                    actions += m._resume_outbound(st, records.outbound[r])
+            elif rec.status is RoundStatus.FORWARDED:
+                m._restore_held(st, records)
+            elif rec.status is RoundStatus.RELEASED and r in records.outbound:
                 actions += m._resume_outbound(st, records.outbound[r])
             elif rec.secret_key is not None and rec.status in (
-                RoundStatus.FORWARDED,
+                RoundStatus.CONFIRMED,
                 RoundStatus.ABORTED,
             ):
                 actions.append(Persist((EraseKey(r),)))

@@ -23,12 +23,22 @@ from mixnet.core.records import (
     OutboundChunk,
     PutOutbound,
     SetRound,
+    Write,
 )
 from mixnet.core.status import TERMINAL, Role, RoundStatus, advance
+from mixnet.errors import RoundClosed
 from mixnet.frames import Batch, BatchAck
 from mixnet.keys import RoundKeyAnnouncement
 
-__all__ = ["KEEP_ROUNDS", "KeyFactory", "MixRounds", "RoundKey", "RoundState", "prune_rounds"]
+__all__ = [
+    "KEEP_ROUNDS",
+    "KeyFactory",
+    "MixRounds",
+    "RoundKey",
+    "RoundState",
+    "prune_rounds",
+    "refuse_forgotten",
+]
 
 #: Finished rounds a relay or the sink keeps in memory behind the newest round it opened
 #: (their records stay in the store).
@@ -66,6 +76,16 @@ class RoundState:
     batch: BatchIntake | None = None
     #: relay and sink: stored chunks' payloads by chunk index
     chunk_payloads: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    #: relay: stored chunks' input ciphertexts by chunk index (aligned with the payloads)
+    chunk_inputs: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    #: relay and sink: items of stored chunks dropped (replays, items that did not peel)
+    dropped: int = 0
+    #: the sink: submissions the chain excluded (from the batch's chunks)
+    excluded: int = 0
+    #: entry mix: when to send ``trace`` again (unix seconds), while the chain is not ready
+    trace_at: float | None = None
+    #: last mix: the round was aborted by an ``exclude``, answered once the sink answers
+    abort_reply: bool = False
     #: relay and sink: chunk indices whose store write is emitted but not yet committed
     in_flight: set[int] = field(default_factory=set)
     clients: int | None = None
@@ -73,12 +93,34 @@ class RoundState:
     acked: set[int] = field(default_factory=set)
 
 
-def prune_rounds(rounds: dict[int, RoundState], newest: int) -> list[int]:
+#: Ids of pruned rounds a machine remembers (to refuse them with a typed error; an older one
+#: reopened by the predecessor meets the store's refusal instead).
+FORGOTTEN_KEPT = 4096
+
+
+def refuse_forgotten(forgotten: set[int], round_id: int) -> None:
+    """Refuse a request about a round this node pruned from memory (finished; its record is
+    in the store).
+
+    :raises RoundClosed: so.
+    """
+    if round_id in forgotten:
+        raise RoundClosed(f"round {round_id} is finished here")
+
+
+def prune_rounds(
+    rounds: dict[int, RoundState], newest: int, forgotten: set[int] | None = None
+) -> list[int]:
     """Forget finished rounds more than :data:`KEEP_ROUNDS` older than ``newest``; returns
-    their ids. Unfinished rounds are kept whatever their age."""
+    their ids (added to ``forgotten``, which keeps the newest :data:`FORGOTTEN_KEPT`).
+    Unfinished rounds are kept whatever their age."""
     old = [r for r, st in rounds.items() if r <= newest - KEEP_ROUNDS and st.status in TERMINAL]
     for r in old:
         del rounds[r]
+    if forgotten is not None and old:
+        forgotten.update(old)
+        while len(forgotten) > FORGOTTEN_KEPT:
+            forgotten.remove(min(forgotten))
     return old
 
 
@@ -93,6 +135,8 @@ class MixRounds:
         self.chunk_size = chunk_size
         self.keys = keys
         self.rounds: dict[int, RoundState] = {}
+        #: rounds pruned from memory (see :func:`prune_rounds`)
+        self.forgotten: set[int] = set()
 
     # ------------------------------------------------------------------ status
 
@@ -126,20 +170,18 @@ class MixRounds:
         )
         self._move(st, RoundStatus.MIXED)
         st.outbound = outbound
-        st.submissions.clear()
-        st.chunk_payloads.clear()
         st.entry = st.batch = None
-        return [
-            Persist(
-                (
-                    PutOutbound(round_id, outbound),
-                    DropIntake(round_id),
-                    EraseKey(round_id),
-                    SetRound(round_id, status=RoundStatus.MIXED, clients=clients),
-                )
-            ),
-            *self._send_next(st),
-        ]
+        # the intake stays until the trace is done (it maps outputs back to inputs); the
+        # entry mix proves nothing, so its key goes now; later mixes keep theirs to prove
+        # their steps
+        writes: list[Write] = [PutOutbound(round_id, outbound)]
+        if self.role is Role.ENTRY:
+            writes.append(EraseKey(round_id))
+        writes.append(SetRound(round_id, status=RoundStatus.MIXED, clients=clients))
+        persist = Persist(tuple(writes))
+        if self.role is Role.LAST:  # held until the exclusions arrive
+            return [persist]
+        return [persist, *self._send_next(st)]
 
     # ------------------------------------------------------------------ forwarding
 
@@ -158,24 +200,27 @@ class MixRounds:
                             clients=st.outbound.clients,
                             count=st.outbound.count,
                             payloads=chunk.payloads,
+                            excluded=st.outbound.excluded,
                         )
                     )
                 ]
-        self._move(st, RoundStatus.FORWARDED)
+        done = RoundStatus.CONFIRMED if self.role is Role.LAST else RoundStatus.FORWARDED
+        self._move(st, done)
         st.outbound = None
         st.acked.clear()
         return [
-            Persist(
-                (
-                    DropOutbound(st.round_id),
-                    SetRound(st.round_id, status=RoundStatus.FORWARDED),
-                )
-            )
+            Persist((DropOutbound(st.round_id), SetRound(st.round_id, status=done))),
+            *self._forwarded(st),
         ]
+
+    def _forwarded(self, st: RoundState) -> list[Action]:
+        """The successor acknowledged the whole batch (the entry mix starts the trace)."""
+        return []
 
     def _batch_acked(self, ack: BatchAck) -> list[Action]:
         st = self.rounds.get(ack.round_id)
-        if st is None or st.status is not RoundStatus.MIXED or st.outbound is None:
+        forwarding = (RoundStatus.MIXED, RoundStatus.RELEASED)
+        if st is None or st.status not in forwarding or st.outbound is None:
             return []  # a late duplicate acknowledgement
         if ack.index in st.acked or ack.index >= len(st.outbound.chunks):
             return []
@@ -197,6 +242,7 @@ class MixRounds:
         st.submissions.clear()
         st.pending.clear()
         st.chunk_payloads.clear()
+        st.chunk_inputs.clear()
         return Persist(
             (
                 DropIntake(st.round_id),

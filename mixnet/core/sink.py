@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from mixnet.core.actions import Action, Deliver, DeliveredBatch, Persist, Publish, Reply
 from mixnet.core.downstream import ChunkReceiver
 from mixnet.core.records import DropIntake, NewRound, NodeRecords, PutResult, SetRound
-from mixnet.core.rounds import RoundState, prune_rounds
+from mixnet.core.rounds import RoundState, prune_rounds, refuse_forgotten
 from mixnet.core.status import Role, RoundStatus, advance
 from mixnet.errors import RoundClosed
 from mixnet.frames import Aborted, AbortRound, Batch, OpenRound, RoundKeys
@@ -37,6 +37,8 @@ class SinkMachine(ChunkReceiver):
         self.predecessor = predecessor
         self.item_length = item_length
         self.rounds: dict[int, RoundState] = {}
+        #: rounds pruned from memory (see :func:`~mixnet.core.rounds.prune_rounds`)
+        self.forgotten: set[int] = set()
         #: results of the rounds in :attr:`rounds` (older ones are only in the store)
         self.results: dict[int, Mapping[str, object]] = {}
 
@@ -51,12 +53,13 @@ class SinkMachine(ChunkReceiver):
         :raises RoundClosed: the round is past intake or aborted here.
         """
         r = frame.round_id
+        refuse_forgotten(self.forgotten, r)
         st = self.rounds.get(r)
         if st is not None and st.status is not RoundStatus.OPEN:
             raise RoundClosed(f"round {r} is {st.status.value} here")
         actions: list[Action] = []
         if st is None:
-            for old in prune_rounds(self.rounds, r):
+            for old in prune_rounds(self.rounds, r, self.forgotten):
                 self.results.pop(old, None)  # stays in the store
             st = RoundState(r, RoundStatus.OPEN, now)
             st.batch = self._new_intake(r)
@@ -67,6 +70,7 @@ class SinkMachine(ChunkReceiver):
     def on_abort_round(self, frame: AbortRound, now: float) -> list[Action]:
         """Event: ``abort-round``: the round ends without a batch; the application is told."""
         r = frame.round_id
+        refuse_forgotten(self.forgotten, r)
         st = self.rounds.get(r)
         if st is None:
             st = RoundState(r, RoundStatus.ABORTED, now)
@@ -81,7 +85,7 @@ class SinkMachine(ChunkReceiver):
             return [Reply(Aborted(r))]
         else:
             raise RoundClosed(f"round {r} is {st.status.value} here")
-        return [persist, Reply(Aborted(r)), Deliver(r, None)]
+        return [persist, Reply(Aborted(r)), Deliver(r, None, frame.reason)]
 
     def _receive(self, st: RoundState, batch: Batch) -> list[Action]:
         return self.chunk_ready(st, batch, batch.payloads, 0)
@@ -108,7 +112,10 @@ class SinkMachine(ChunkReceiver):
         st.chunk_payloads.clear()
         return [
             Persist((SetRound(st.round_id, status=RoundStatus.CLOSED, clients=st.clients),)),
-            Deliver(st.round_id, DeliveredBatch(st.clients or 0, count, tuple(payloads))),
+            Deliver(
+                st.round_id,
+                DeliveredBatch(st.clients or 0, count, tuple(payloads), st.excluded),
+            ),
         ]
 
     def delivered(self, round_id: int, result: Mapping[str, object]) -> list[Action]:

@@ -27,10 +27,12 @@ __all__ = [
 
 class Role(enum.Enum):
     """A node's place in the chain: the entry mix (hop 0) runs the rounds; a relay is every
-    later mix; the sink is the end of the chain (where the application runs)."""
+    later mix but the last; the last mix validates the plaintext payloads and holds them until
+    the trace is done; the sink is the end of the chain (where the application runs)."""
 
     ENTRY = "entry"
     RELAY = "relay"
+    LAST = "last"
     SINK = "sink"
 
 
@@ -40,8 +42,13 @@ class RoundStatus(enum.Enum):
     * ``OPENING`` — entry mix only: the round key exists; the chain is being asked to open it.
     * ``OPEN`` — the entry mix takes submissions; a relay or the sink takes batch chunks.
     * ``CLOSED`` — intake is complete (policy at the entry, every chunk in downstream).
-    * ``MIXED`` — a mix stored its permuted outbound batch and erased the round key.
-    * ``FORWARDED`` — the successor acknowledged every outbound chunk (a mix's end).
+    * ``MIXED`` — a mix stored its permuted outbound batch (the last mix holds it).
+    * ``FORWARDED`` — the successor acknowledged every outbound chunk; the mix keeps its
+      intake (and, after the entry mix, its round key) for the trace.
+    * ``RELEASED`` — last mix only: the exclusions are applied, its intake and key erased;
+      the batch goes to the sink.
+    * ``CONFIRMED`` — a mix's end: the round's exclusions passed (the last mix: the sink
+      acknowledged the batch); intake and key are erased.
     * ``DONE`` — the sink handed the batch to the application and stored its result.
     * ``ABORTED`` — the round ended without a result (below ``min_users``, or told so).
     * ``FAILED`` — entry mix only: the chain refused to open the round.
@@ -52,6 +59,8 @@ class RoundStatus(enum.Enum):
     CLOSED = "closed"
     MIXED = "mixed"
     FORWARDED = "forwarded"
+    RELEASED = "released"
+    CONFIRMED = "confirmed"
     DONE = "done"
     ABORTED = "aborted"
     FAILED = "failed"
@@ -70,6 +79,8 @@ TRANSITIONS: Mapping[Role, Mapping[RoundStatus, frozenset[RoundStatus]]] = Mappi
                 # aborted when storing submissions failed and fewer than min_users are left
                 _S.CLOSED: frozenset({_S.MIXED, _S.ABORTED}),
                 _S.MIXED: frozenset({_S.FORWARDED}),
+                # the trace: confirmed, or aborted (blame, untraceable items, too few left)
+                _S.FORWARDED: frozenset({_S.CONFIRMED, _S.ABORTED}),
             }
         ),
         Role.RELAY: MappingProxyType(
@@ -77,6 +88,15 @@ TRANSITIONS: Mapping[Role, Mapping[RoundStatus, frozenset[RoundStatus]]] = Mappi
                 _S.OPEN: frozenset({_S.CLOSED, _S.ABORTED}),
                 _S.CLOSED: frozenset({_S.MIXED}),
                 _S.MIXED: frozenset({_S.FORWARDED}),
+                _S.FORWARDED: frozenset({_S.CONFIRMED, _S.ABORTED}),
+            }
+        ),
+        Role.LAST: MappingProxyType(
+            {
+                _S.OPEN: frozenset({_S.CLOSED, _S.ABORTED}),
+                _S.CLOSED: frozenset({_S.MIXED}),
+                _S.MIXED: frozenset({_S.RELEASED, _S.ABORTED}),
+                _S.RELEASED: frozenset({_S.CONFIRMED}),
             }
         ),
         Role.SINK: MappingProxyType(
@@ -90,12 +110,12 @@ TRANSITIONS: Mapping[Role, Mapping[RoundStatus, frozenset[RoundStatus]]] = Mappi
 
 #: Statuses no transition leaves.
 TERMINAL: frozenset[RoundStatus] = frozenset(
-    {_S.FORWARDED, _S.DONE, _S.ABORTED, _S.FAILED}
+    {_S.CONFIRMED, _S.DONE, _S.ABORTED, _S.FAILED}
 )
 
 #: Where a round starts, per role.
 INITIAL: Mapping[Role, RoundStatus] = MappingProxyType(
-    {Role.ENTRY: _S.OPENING, Role.RELAY: _S.OPEN, Role.SINK: _S.OPEN}
+    {Role.ENTRY: _S.OPENING, Role.RELAY: _S.OPEN, Role.LAST: _S.OPEN, Role.SINK: _S.OPEN}
 )
 
 

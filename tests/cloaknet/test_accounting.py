@@ -142,3 +142,54 @@ def test_bbgn_worked_example_and_preconditions() -> None:
         acc.bbgn_messages(10, float("nan"), 7)
     with pytest.raises(ParameterError, match="honest"):
         acc.bbgn_achieved_sigma(5, 2, 7)
+
+
+# --------------------------------------------------------------------------- exact ε
+
+
+def test_single_user_epsilon_is_exact_with_the_rational_noise_scale() -> None:
+    from fractions import Fraction
+
+    from cloaknet import certified
+    from cloaknet.planner import plan
+
+    # n = 10^6, ε = 0.1: p = e^(−1/t) is within 10^−8 of 1, and the binary64 evaluation
+    # k·ln(1/p) from the float p lands above the target (the audit's 10^−8 error)
+    made = plan(10**6, 0.1, 1e-6)
+    prm = made.params
+    noise = prm.noise
+    assert noise is not None
+    from_float_p = (
+        acc.swap_epsilon(made.gamma)
+        + prm.precision * -math.log(noise.p)
+        - math.log(-math.expm1(-float(noise.q) * 10**6))
+    )
+    assert from_float_p > 0.1
+    bound = made.guarantee
+    assert bound.epsilon_exact is not None and bound.epsilon_exact <= Fraction(0.1)
+    assert made.meets_target and made.epsilon <= 0.1
+    # the noise term is exactly k/t, and the logarithms are enclosed from above
+    rest = bound.epsilon_exact - Fraction(prm.precision) / noise.scale
+    assert rest == certified.swap_epsilon_upper(made.gamma) + certified.tail_epsilon_upper(
+        noise.q, 10**6)
+    assert bound.epsilon == certified.float_up(bound.epsilon_exact)
+    assert made.to_json()["epsilon_exact"].startswith("0.0999999999")
+
+
+def test_certified_epsilon_encloses_the_float_value() -> None:
+    from fractions import Fraction
+
+    m, modulus, gamma, k, q, n = 50, 10**11 + 1, 0.2, 10**5, Fraction(1, 500), 10**4
+    scale = Fraction(10**5 + 7, 1)
+    b = acc.single_user_bound(m, modulus, gamma, k, math.exp(-1 / float(scale)), q, n,
+                              noise_scale=scale)
+    eps = math.log((1 + gamma) / (1 - gamma)) + k / float(scale) - math.log(
+        1 - math.exp(-float(q) * n))
+    assert b.epsilon_exact is not None
+    assert float(b.epsilon_exact) == pytest.approx(eps, rel=1e-14)
+    assert b.epsilon >= b.epsilon_exact
+    swaps = acc.sum_preserving_bound(m, modulus, 1e-3, 999)
+    assert swaps.epsilon_exact is not None and swaps.epsilon >= swaps.epsilon_exact
+    assert float(swaps.epsilon_exact) == pytest.approx(999 * acc.swap_epsilon(1e-3), rel=1e-14)
+    with pytest.raises(ParameterError, match="scale"):
+        acc.single_user_bound(m, modulus, gamma, k, 0.5, q, n, noise_scale=Fraction(0))

@@ -29,7 +29,7 @@ from cloaknet.randomness import DeterministicRandom
 from cloaknet.vectorized import shuffle
 
 USERS = 600
-COMMON = {"round", "users", "messages", "protocol", "status"}
+COMMON = {"round", "users", "messages", "protocol", "excluded", "status"}
 BIG_N = (1 << 65) + 1  # odd, beyond 64 bits: 9-byte shares
 
 

@@ -103,15 +103,28 @@ def test_plan_toml_appends_round_and_protocol_that_load_together(
     check_tables(data["round"], data["protocol"])
 
 
-def test_plan_toml_refuses_a_range_the_protocol_cannot_serve(
+def test_plan_toml_serves_a_range_with_split_and_mix(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, out, err = run(
         capsys, "plan", "--users", "1000", "--max-users", "2000", "--bound", "bbgn",
         "--epsilon", "1", "--delta", "1e-6", "--toml",
     )  # fmt: skip
-    assert code == 2 and out == ""
-    assert "max_users" in err and len(err.strip().splitlines()) == 1
+    assert code == 0, err
+    data = tomllib.loads(out)
+    assert (data["round"]["min_users"], data["round"]["max_users"]) == (1000, 2000)
+    check_tables(data["round"], data["protocol"])
+
+
+def test_check_tables_refuses_a_combination_no_chain_loads() -> None:
+    """Blanket and Cheu et al. serve exactly their users: a range is refused, naming why."""
+    from cloaknet.chainfile import ChainFileError
+
+    with pytest.raises(ChainFileError):
+        check_tables(
+            {"min_users": 100, "max_users": 200, "deadline_seconds": 600.0, "below_min": "wait"},
+            {"name": "blanket", "users": 100, "epsilon": 1.0, "delta": 1e-6},
+        )
 
 
 def test_version_and_submit_arguments(capsys: pytest.CaptureFixture[str]) -> None:

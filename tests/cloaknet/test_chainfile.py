@@ -122,7 +122,7 @@ def test_fractions_may_be_integers_and_a_claim_that_holds_loads() -> None:
 @pytest.mark.parametrize("mode", ["single-user", "sum-preserving"])
 def test_plan_in_file(tmp_path: Path, mode: str) -> None:
     request = {"users": 100, "epsilon": 1.0, "delta": 1e-6, "mode": mode, "precision": 10000,
-               "colluders": 0}
+               "colluders": 0, "bound": "optimized"}
     path = tmp_path / "chain.toml"
     config = make_config({"plan": request})
     write_chain_config(path, config)

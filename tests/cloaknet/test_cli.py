@@ -120,18 +120,15 @@ def test_auto_falls_back_to_the_bound_that_applies(capsys: pytest.CaptureFixture
     assert data["alternatives"] == []
 
 
-def test_auto_skips_bbgn_when_rounds_may_be_larger(capsys: pytest.CaptureFixture[str]) -> None:
-    # split-and-mix with Polya noise is planned for exactly n users
+def test_bbgn_serves_rounds_of_a_range(capsys: pytest.CaptureFixture[str]) -> None:
+    # split-and-mix with Polya noise: noise and messages for n, the modulus for max_users
     code, out, _ = run(
         capsys, "plan", "-n", "1000", "-e", "1", "-d", "1e-6", "--max-users", "5000", "--json"
     )
     data = json.loads(out)
-    assert code == 0 and data["bound"] == "optimized" and data["max_users"] == 5000
-    code, _, err = run(
-        capsys, "plan", "-n", "1000", "-e", "1", "-d", "1e-6", "--max-users", "5000",
-        "--bound", "bbgn",
-    )
-    assert code == 2 and "exactly n users" in err
+    assert code == 0 and data["bound"] == "bbgn" and data["max_users"] == 5000
+    assert data["evaluated_at_users"] == 1000 and data["noise_shape"] == "1/1000"
+    assert data["modulus"] > 5000 * data["precision"]
 
 
 def test_infeasible_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
@@ -157,9 +154,52 @@ def test_demo_single_user_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "estimate" in out and "true sum" in out and "ideal" in out
 
 
-def test_demo_ideal_shuffler_runs_the_cloak_only(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "demo", "--mixes", "0", "--protocol", "bbgn")
-    assert code == 2 and "cloak only" in err
+#: What a demo reports about the plan it ran, equal to ``cloaknet plan --json``'s fields.
+PLAN_FIELDS = ("protocol", "mode", "bound", "lemma", "noise", "messages_per_user", "modulus",
+               "precision", "epsilon", "epsilon_exact", "delta", "meets_target")
+
+
+@pytest.mark.parametrize("mode", ["single-user", "sum-preserving"])
+def test_demo_runs_what_plan_selects(capsys: pytest.CaptureFixture[str], mode: str) -> None:
+    args = ("--users", "1000", "--mode", mode)
+    code, out, _ = run(capsys, "plan", *args, "--epsilon", "1", "--delta", "1e-6", "--json")
+    assert code == 0
+    planned = json.loads(out)
+    code, out, _ = run(capsys, "demo", *args, "--mixes", "0", "--json")
+    assert code == 0
+    ran = json.loads(out)
+    assert {key: ran[key] for key in PLAN_FIELDS} == {key: planned[key] for key in PLAN_FIELDS}
+    expected = ("bbgn", "polya") if mode == "single-user" else ("cloak", "none")
+    assert (ran["protocol"], ran["noise"]) == expected and ran["bound"] == "bbgn"
+    assert abs(ran["error"]) < 8 * ran["expected_rmse"] + 1000 / ran["precision"]
+
+
+def test_demo_protocol_and_bound_options(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "demo", "--users", "200", "--mixes", "0", "--protocol", "cloak",
+                       "--json")
+    data = json.loads(out)
+    assert code == 0 and (data["protocol"], data["bound"]) == ("cloak", "optimized")
+    assert data["noise"] == "truncated-laplace" and data["lemma"] == "Lemma 11"
+    code, out, _ = run(capsys, "demo", "--users", "1000", "--mixes", "0", "--protocol",
+                       "blanket", "--json")
+    data = json.loads(out)
+    assert code == 0 and (data["protocol"], data["noise"]) == ("blanket", "uniform-blanket")
+    code, _, err = run(capsys, "demo", "--mixes", "0", "--protocol", "cloak", "--bound", "bbgn")
+    assert code == 2 and "not the cloak" in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_networked_demo_without_options_runs_the_default_plan(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "plan", "-n", "1000", "-e", "1", "-d", "1e-6", "--json")
+    planned = json.loads(out)
+    code, out, _ = run(capsys, "demo", "--json")
+    assert code == 0
+    ran = json.loads(out)
+    assert ran["mixes"] == 3 and ran["users"] == 1000
+    assert {key: ran[key] for key in PLAN_FIELDS} == {key: planned[key] for key in PLAN_FIELDS}
+    assert (ran["bound"], ran["noise"]) == ("bbgn", "polya")
 
 
 def test_console_script_entry_point() -> None:

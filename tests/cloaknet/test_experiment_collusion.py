@@ -29,6 +29,7 @@ from cloaknet.experiments.collusion.tables import (
 )
 from cloaknet.experiments.output import columns_of
 from cloaknet.experiments.stats import wilson_interval
+from cloaknet.experiments.text import fmt
 
 ARTEFACTS = [
     "report.md",
@@ -95,10 +96,13 @@ def test_quick_run_writes_every_artefact(tmp_path: Path, monkeypatch: pytest.Mon
     for png in [a for a in ARTEFACTS if a.endswith(".png")]:
         assert f"]({png})" in report
     assert "## Headline: empirical vs bound" in report
-    verdicts = re.findall(
-        r"\| (held|VIOLATED|broken|no excess exposure|held up[^|]*) \|$", report, flags=re.MULTILINE
-    )
+    verdicts = re.findall(r"\| ([^|]+) \|$", report.split("## Privacy loss")[0], re.MULTILINE)
     assert verdicts and "VIOLATED" not in verdicts
+    allowed = ("held", "broken", "beats", "does not beat", "inconclusive")
+    assert all(v == "verdict" or v.startswith(allowed) for v in verdicts), verdicts
+    # the guessing sentences come before the headline table, with both references
+    summary = report.split("| claim |")[0]
+    assert "no-noise baseline of" in summary and "against a prior of" in summary
     with (out / "trials.csv").open() as handle:
         reader = csv.DictReader(handle)
         assert tuple(reader.fieldnames or ()) == columns_of(AttackRow)
@@ -213,12 +217,31 @@ def test_messages_table_statistics() -> None:
     ]
     rows.append(_attack(sweep="colluders"))  # another sweep: ignored
     (row,) = messages_table(rows)
-    assert (row.mode, row.m, row.trials) == ("sum-preserving", 1, 5)
+    assert (row.mode, row.m, row.trials, row.honest) == ("sum-preserving", 1, 5, 2)
     assert row.p_infinite_loss == pytest.approx(0.4)
     assert row.median_loss == 1.0  # sorted 0.25, 0.5, 1, ∞, ∞
     assert row.p90_finite_loss == 1.0
     assert row.guess_success == pytest.approx(0.4) and row.p_distinct == pytest.approx(0.8)
+    assert row.correct == 2 and (row.guess_ci_low, row.guess_ci_high) == wilson_interval(2, 5)
     assert row.prior_success == pytest.approx(0.1)
+    assert row.quiet_rounds is None and row.noisy_correct is None  # no noise in this mode
+
+
+def test_messages_table_splits_single_user_rounds_by_noise() -> None:
+    noise = [(False, False), (False, False), (True, False), (False, True), (True, True)]
+    rows = [
+        _attack(
+            mode="single-user",
+            target_noisy=t,
+            other_noisy=o,
+            guess_correct=i in (0, 1, 3),
+            privacy_loss=math.inf if i == 0 else 0.4,
+        )
+        for i, (t, o) in enumerate(noise)
+    ]
+    (row,) = messages_table(rows)
+    assert (row.quiet_rounds, row.quiet_correct, row.quiet_infinite) == (2, 2, 1)
+    assert row.noisy_correct == 1 and row.correct == 3
 
 
 def test_smoothness_table_counts_failures_per_gamma() -> None:
@@ -284,15 +307,24 @@ def _colluders_row(ci_low: float | None, bound: float | None, p_inf: float) -> C
 
 
 def test_colluders_headlines_verdicts() -> None:
+    """Beyond Lemma 13 the verdict follows the 95% interval of P[loss = ∞] (100 trials)
+    against 5%: 50 exposed is broken, 0 held up, 4 (interval 1.6%–9.8%) inconclusive."""
     settings = CollusionSettings.default(trials=4, jobs=1, seed=None, quick=True)
     rows = [
         _colluders_row(0.01, 0.02, 0.0),
         _colluders_row(0.03, 0.02, 0.0),
         _colluders_row(None, None, 0.5),
-        _colluders_row(None, None, 0.01),
+        _colluders_row(None, None, 0.0),
+        _colluders_row(None, None, 0.04),
     ]
-    verdicts = [h.verdict for h in colluders_headlines(settings, rows)]
-    assert verdicts == ["held", "VIOLATED", "broken", "held up (no lemma applies)"]
+    headlines = colluders_headlines(settings, rows)
+    verdicts = [h.verdict for h in headlines]
+    assert verdicts[:2] == ["held", "VIOLATED"]
+    assert verdicts[2].startswith("broken") and verdicts[3].startswith("held up")
+    assert verdicts[4].startswith("inconclusive")
+    # the share of rounds without honest noise, (1 − q)^h with h = 50, is stated
+    share = float((1 - settings.colluder_q()) ** 50)
+    assert f"(1−q)^50 = {fmt(share)}" in headlines[2].bound
 
 
 def test_smoothness_headlines_pick_the_largest_informative_gamma() -> None:

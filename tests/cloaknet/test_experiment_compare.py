@@ -24,7 +24,7 @@ from cloaknet.experiments.compare import (
     simulate_trial,
     trial_rng,
 )
-from cloaknet.experiments.compare.findings import agreement, findings
+from cloaknet.experiments.compare.findings import agreement
 from cloaknet.experiments.compare.grid import build_cells, plan_tasks
 from cloaknet.experiments.compare.rows import CellRow, Measurement, Plan, TrialRow
 from cloaknet.experiments.compare.summary import measure
@@ -320,20 +320,3 @@ def test_agreement_counts_the_cells_whose_prediction_is_inside_the_interval() ->
     assert "in 1 of 2 cells" in text
     assert "Outside: bbgn n = 10^2 ε = 1 (measured 1, predicted 2)" in text
     assert agreement(rows[2:]) == "No feasible cell was measured."
-
-
-def test_findings_compare_bbgn_with_central() -> None:
-    settings = CompareSettings(
-        users=(100, 1000), epsilons=(1.0,), delta=1e-6, trials=2, jobs=1, seed=None, quick=False
-    )
-    rows = [
-        _cell("central", 100, 1.0, 0.8, 1.3, 1.0),
-        _cell("bbgn", 100, 2.0, 1.6, 2.6, 1.0),
-        _cell("central", 1000, 1.0, 0.8, 1.3, 1.0),
-        _cell("bbgn", 1000, 1.1, 0.9, 1.4, 1.0),
-    ]
-    sentences = findings(settings, rows, 1.0)
-    bbgn = next(s for s in sentences if s.startswith("bbgn's measured RMSE"))
-    assert "1.1× (n = 10^3) to 2× (n = 10^2)" in bbgn
-    assert "(they do not at every n: see the full table)." in bbgn
-    assert any("the lowest measured RMSE" in s and "bbgn's 2 " in s for s in sentences)

@@ -88,6 +88,25 @@ def test_bernoulli_exp_neg_rejects_bad_gamma(gamma: object) -> None:
         bernoulli_exp_neg(gamma, DeterministicRandom(0))  # type: ignore[arg-type]
 
 
+@given(num=st.integers(0, 10**6), den=st.integers(1, 10**6), seed=st.integers(0, 2**32))
+@settings(max_examples=50)
+def test_integer_form_is_the_same_coin(num: int, den: int, seed: int) -> None:
+    # bernoulli_exp_neg_ratio(num, den) draws exactly what bernoulli_exp_neg(num/den) draws
+    # when num/den is already in lowest terms
+    frac = Fraction(num, den)
+    first, second = DeterministicRandom(seed), DeterministicRandom(seed)
+    a = [noise.bernoulli_exp_neg_ratio(frac.numerator, frac.denominator, first)
+         for _ in range(5)]
+    b = [bernoulli_exp_neg(frac, second) for _ in range(5)]
+    assert a == b
+
+
+@pytest.mark.parametrize(("num", "den"), [(-1, 2), (1, 0), (1, -3), (True, 2), (1.0, 2)])
+def test_integer_form_rejects_bad_arguments(num: object, den: object) -> None:
+    with pytest.raises(ParameterError):
+        noise.bernoulli_exp_neg_ratio(num, den, DeterministicRandom(0))  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------------------------
 # Discrete Laplace
 # --------------------------------------------------------------------------------------------

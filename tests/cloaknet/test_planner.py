@@ -27,7 +27,7 @@ def recompute(result: Plan) -> acc.PrivacyBound:
     assert prm.noise is not None
     return acc.single_user_bound(
         prm.messages, prm.modulus, result.gamma, prm.precision, prm.noise.p,
-        float(prm.noise.q), result.users, result.colluders,
+        prm.noise.q, result.users, result.colluders, noise_scale=prm.noise.scale,
     )
 
 
@@ -228,7 +228,7 @@ def test_single_user_and_bbgn_are_still_checked_at_the_smallest_round() -> None:
     assert prm.noise is not None
     at = {
         n: acc.single_user_bound(prm.messages, prm.modulus, single.gamma, prm.precision,
-                                 prm.noise.p, float(prm.noise.q), n)
+                                 prm.noise.p, prm.noise.q, n, noise_scale=prm.noise.scale)
         for n in (1000, 10_000)
     }
     assert single.guarantee == at[1000] and single.meets_target

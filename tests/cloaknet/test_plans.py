@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import pytest
 
@@ -68,7 +69,8 @@ def test_bbgn_single_user_is_split_and_mix_with_polya_noise() -> None:
                                                                        800)
     assert selected.max_users == selected.users == 10_000
     sigma = acc.bbgn_achieved_sigma(b.messages, b.honest, b.modulus)
-    assert selected.delta == (1 + math.exp(1.0)) * 2.0**-sigma <= 1e-6
+    assert selected.delta == pytest.approx((1 + math.exp(1.0)) * 2.0**-sigma, rel=1e-12)
+    assert selected.delta <= 1e-6
     assert selected.epsilon == 1.0 and selected.meets_target
     assert selected.to_json()["noise_p"] == pytest.approx(math.exp(-1.0 / 800))
     protocol = selected.protocol()
@@ -97,10 +99,18 @@ def test_auto_takes_the_fewest_messages_and_keeps_the_other(mode: str) -> None:
     assert dataclasses.replace(other, request=optimized.request) == optimized
 
 
-def test_auto_keeps_the_cloak_where_bbgn_does_not_apply() -> None:
+def test_bbgn_takes_a_range_of_round_sizes() -> None:
     larger = select_plan(1000, 1.0, 1e-6, max_users=4000)
-    assert larger.bound == "optimized" and larger.max_users == 4000
-    assert larger.alternatives == ()  # bbgn is planned for exactly n users
+    assert larger.bound == "bbgn" and larger.max_users == 4000 and larger.bbgn is not None
+    assert larger.evaluated_at_users == 1000 and larger.meets_target
+    assert larger.bbgn.noise_shape == Fraction(1, 1000)  # planned for the smallest round
+    assert larger.modulus > select_plan(1000, 1.0, 1e-6).modulus  # decodes the largest
+    (seed,) = larger.alternatives
+    assert seed.bound == "optimized" and seed.max_users == 4000
+    assert selected_section(larger)["max_users"] == 4000
+
+
+def test_auto_keeps_the_cloak_where_bbgn_does_not_apply() -> None:
     capped = select_plan(1000, 1.0, 1e-6, max_rmse=20.0)
     assert capped.bound == "optimized" and capped.expected_rmse <= 20.0
     many = select_plan(100, 1.0, 1e-6, colluders=95)  # Lemma 13 needs |C| <= 0.9 n
@@ -127,7 +137,6 @@ def test_auto_reports_both_reasons_when_nothing_fits() -> None:
         ({"max_messages": 3}, ParameterError, "max_messages"),
         ({"max_rmse": 0.0}, ParameterError, "max_rmse"),
         ({"bound": "bbgn", "max_rmse": 5.0}, ParameterError, "pre-randomizer"),
-        ({"bound": "bbgn", "max_users": 2000}, ParameterError, "exactly n users"),
         ({"bound": "bbgn", "max_messages": 4}, InfeasiblePlanError, "max_messages = 4"),
         ({"bound": "optimized", "max_messages": 4}, InfeasiblePlanError, "at most 4"),
         ({"bound": "optimized", "colluders": 950}, ParameterError, "0.9"),
@@ -161,3 +170,49 @@ def test_the_chain_table_runs_the_same_protocol(bound: str) -> None:
         assert table["name"] == "bbgn" and table["colluders"] == 3 and "precision" not in table
         assert isinstance(protocol, BBGNProtocol) and isinstance(built, BBGNProtocol)
         assert protocol.plan == built.plan
+
+
+@pytest.mark.parametrize("mode", ["single-user", "sum-preserving"])
+@pytest.mark.parametrize("users", [100, 10**4, 10**6])
+@pytest.mark.parametrize("spread", [1, 10])
+def test_no_plan_reports_an_epsilon_above_the_target(mode: str, users: int, spread: int) -> None:
+    for epsilon in (0.1, 1.0):
+        try:
+            chosen = select_plan(users, epsilon, 1e-6, mode=mode, max_users=spread * users)
+        except InfeasiblePlanError:
+            assert users == 100  # too few users for these targets
+            continue
+        for each in (chosen, *chosen.alternatives):
+            assert each.epsilon_exact <= Fraction(epsilon) and each.epsilon <= epsilon
+            assert each.delta <= 1e-6 and each.meets_target
+            shown = each.to_json()
+            assert Fraction(shown["epsilon_exact"]) >= each.epsilon_exact
+            assert shown["noise"] == each.noise and shown["bound"] == each.bound
+
+
+@pytest.mark.parametrize(
+    ("mode", "low", "high"),
+    [("single-user", 2000, 2000), ("sum-preserving", 2000, 2000), ("single-user", 1000, 4000),
+     ("sum-preserving", 1000, 4000)],
+)
+def test_chain_plan_is_what_cloaknet_plan_selects(mode: str, low: int, high: int) -> None:
+    # [protocol] plan = {...} chooses exactly as `cloaknet plan --users <min_users>
+    # --max-users <max_users>` does (bound auto unless the table names one)
+    policy = RoundPolicy(min_users=low, max_users=high, deadline_seconds=10.0)
+    protocol, made = read_protocol_table(
+        {"plan": {"epsilon": 1.0, "delta": 1e-6, "mode": mode}}, policy
+    )
+    selected = select_plan(low, 1.0, 1e-6, mode=mode, max_users=high)
+    assert selected.bound == "bbgn"  # auto: the BBGN bound needs fewer messages here
+    if selected.plan is None:  # split-and-mix with Pólya noise
+        assert made is None and selected.max_users == high
+        assert (protocol.min_round_users, protocol.max_round_users) == (low, high)
+        assert isinstance(protocol, BBGNProtocol) and protocol.plan == selected.bbgn
+    else:
+        assert made == selected.plan and isinstance(protocol, CloakProtocol)
+    optimized = read_protocol_table(
+        {"plan": {"epsilon": 1.0, "delta": 1e-6, "mode": mode, "bound": "optimized"}}, policy
+    )[1]
+    assert optimized is not None
+    assert optimized == select_plan(low, 1.0, 1e-6, mode=mode, max_users=high,
+                                    bound="optimized").plan

@@ -261,6 +261,28 @@ def test_bbgn_rejects_rounds_larger_than_planned() -> None:
         proto.analyze(np.zeros((101, int(proto.messages_per_user)), dtype=np.int64), 101)
 
 
+def test_bbgn_serves_a_range_of_round_sizes() -> None:
+    exact = BBGNProtocol(1000, 1.0, 1e-6, precision=50)
+    ranged = BBGNProtocol(1000, 1.0, 1e-6, precision=50, max_users=4000)
+    made = ranged.plan
+    assert (ranged.min_round_users, ranged.max_round_users) == (1000, 4000)
+    # noise and messages for the smallest round, the modulus for the largest
+    assert made.noise_shape == exact.plan.noise_shape == Fraction(1, 1000)
+    assert made.modulus == 4000 * 50 + 2 * made.tail_bound + 1 > exact.plan.modulus
+    assert made.tail_bound > exact.plan.tail_bound and made.tail_probability <= 2**-40
+    assert made.messages >= exact.plan.messages
+    assert made.predicted_rmse == exact.plan.predicted_rmse  # for a round of 1000 users
+    rng = DeterministicRandom("range")
+    for users in (1000, 4000):  # every round size of the range decodes, noise below 0 too
+        estimates = [ranged.analyze(ranged.encode_many(np.zeros(users), rng), users)
+                     for _ in range(30)]
+        assert max(abs(e) for e in estimates) < 40 * ranged.predicted_rmse()
+    with pytest.raises(ParameterError):
+        ranged.analyze(np.zeros((4001, made.messages), dtype=np.int64), 4001)
+    with pytest.raises(ParameterError, match="max_users"):
+        BBGNProtocol(1000, 1.0, 1e-6, max_users=999)
+
+
 def test_cheu_calibration_is_recorded() -> None:
     proto = CheuProtocol(10_000, 1.0, 1e-6)
     assert proto.precision == 100

@@ -10,17 +10,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from cloaknet.accounting import bbgn_achieved_sigma
 from cloaknet.errors import ParameterError
 from cloaknet.protocols import bbgn_messages, bbgn_plan
 from cloaknet.protocols.base import randomized_round, round_up_decisions
 from cloaknet.protocols.blanket import BlanketProtocol, blanket_worst_mse
 from cloaknet.protocols.cheu import binomial_shift_delta, min_blanket_bits
-from cloaknet.protocols.polya import (
-    sample_logarithmic,
-    sample_poisson,
-    sample_polya,
-    sample_polya_differences,
-)
 from cloaknet.randomness import DeterministicRandom
 from cloaknet.vectorized import quantize
 
@@ -34,6 +29,9 @@ def test_bbgn_message_count_reproduces_the_papers_example() -> None:
     assert bbgn_messages(10**4, 40, 10**4 * 2**32) == 12
     # with q = 2^32 (a wrapping 32-bit sum) the same formula asks for one message fewer
     assert bbgn_messages(10**4, 40, 2**32) == 11
+    # and, read backwards, 12 messages achieve 2^-40 there while 11 do not
+    assert bbgn_achieved_sigma(12, 10**4, 10**4 * 2**32) >= 40
+    assert bbgn_achieved_sigma(11, 10**4, 10**4 * 2**32) < 40
 
 
 def test_bbgn_message_count_formula() -> None:
@@ -49,81 +47,18 @@ def test_bbgn_message_count_formula() -> None:
 
 def test_bbgn_plan_splits_delta_into_the_statistical_distance() -> None:
     plan = bbgn_plan(10_000, 1.0, 1e-6)
-    assert (1 + math.e) * 2**-plan.sigma == pytest.approx(1e-6, rel=1e-12)
+    # σ = log2((1 + e^ε)/δ), planned with a 10^-9 relative margin on δ
+    assert (1 + math.e) * 2**-plan.sigma == pytest.approx(1e-6, rel=2e-9)
+    assert (1 + math.e) * 2**-plan.sigma < 1e-6
+    achieved = bbgn_achieved_sigma(plan.messages, plan.honest, plan.modulus)
+    assert achieved >= plan.sigma and (1 + math.e) * 2**-achieved <= 1e-6
+    assert plan.epsilon_exact == Fraction(1) and plan.noise_gamma == Fraction(1, plan.precision)
     assert plan.modulus == 10_000 * plan.precision + 2 * plan.tail_bound + 1
     assert plan.tail_probability <= 2**-40
     assert plan.messages == bbgn_messages(10_000, plan.sigma, plan.modulus)
     assert 5 <= plan.messages <= 12
     big = bbgn_plan(10_000, 40.0, 1e-6)  # large ε: no overflow in σ
     assert math.isfinite(big.sigma)
-
-
-# --------------------------------------------------------------------------- Pólya noise
-
-
-def _chi_square_against(samples: np.ndarray, pmf: dict[int, float], tail_low: float,
-                        tail_high: float) -> float:
-    keys = sorted(pmf)
-    lo, hi = keys[0], keys[-1]
-    observed = [int(np.sum(samples < lo))]
-    observed += [int(np.sum(samples == z)) for z in keys]
-    observed.append(int(np.sum(samples > hi)))
-    expected = np.array([tail_low, *[pmf[z] for z in keys], tail_high]) * samples.size
-    keep = expected > 0
-    result = stats.chisquare(np.array(observed)[keep], expected[keep] * (
-        np.sum(np.array(observed)[keep]) / np.sum(expected[keep])))
-    return float(result.pvalue)
-
-
-def discrete_laplace_pmf(z: np.ndarray, log_alpha: float) -> np.ndarray:
-    """(1−α)/(1+α)·α^|z| with α = exp(log_alpha): the reference distribution."""
-    alpha = math.exp(log_alpha)
-    return -math.expm1(log_alpha) / (1.0 + alpha) * np.exp(np.abs(z.astype(np.float64)) * log_alpha)
-
-
-def test_summed_polya_noise_is_discrete_laplace() -> None:
-    honest, trials, log_alpha = 40, 25_000, -0.4
-    noise = sample_polya_differences(honest * trials, 1 / honest, log_alpha,
-                                     DeterministicRandom("polya-sum"))
-    total = noise.reshape(trials, honest).sum(axis=1)
-    alpha = math.exp(log_alpha)
-    bound = 0
-    while trials * float(discrete_laplace_pmf(np.array([bound + 1]), log_alpha)[0]) >= 5:
-        bound += 1
-    zs = list(range(-bound, bound + 1))
-    pmf = dict(zip(zs, discrete_laplace_pmf(np.array(zs), log_alpha).tolist(), strict=True))
-    tail = alpha ** (bound + 1) / (1 + alpha)  # P[Z > B] = P[Z < −B]
-    assert _chi_square_against(total, pmf, tail, tail) > 1e-4
-    assert float(np.mean(total)) == pytest.approx(0.0, abs=5 * math.sqrt(
-        2 * alpha / (1 - alpha) ** 2 / trials))
-
-
-def test_polya_marginal_is_negative_binomial() -> None:
-    shape, log_alpha, count = 0.3, math.log(0.7), 100_000
-    draws = sample_polya(count, shape, log_alpha, DeterministicRandom("polya-marginal"))
-    dist = stats.nbinom(shape, 1 - 0.7)
-    keys = [z for z in range(60) if dist.pmf(z) * count >= 5]
-    pmf = {z: float(dist.pmf(z)) for z in keys}
-    assert _chi_square_against(draws, pmf, 0.0, float(dist.sf(keys[-1]))) > 1e-4
-
-
-def test_poisson_and_logarithmic_samplers() -> None:
-    rng = DeterministicRandom("aux")
-    draws = sample_poisson(200_000, 2.5, rng)
-    assert float(np.mean(draws)) == pytest.approx(2.5, rel=0.02)
-    assert float(np.var(draws)) == pytest.approx(2.5, rel=0.03)
-    log_alpha = math.log(0.9)
-    logs = sample_logarithmic(200_000, log_alpha, rng)
-    mean = 0.9 / ((1 - 0.9) * -math.log(1 - 0.9))
-    assert logs.min() >= 1
-    assert float(np.mean(logs)) == pytest.approx(mean, rel=0.03)
-    assert sample_poisson(5, 0.0, rng).tolist() == [0] * 5
-    with pytest.raises(ParameterError):
-        sample_polya(3, 0.0, -1.0, rng)
-    with pytest.raises(ParameterError):
-        sample_polya(3, 1.0, 0.0, rng)
-    with pytest.raises(ParameterError):
-        sample_poisson(-1, 1.0, rng)
 
 
 # --------------------------------------------------------------------------- rounding

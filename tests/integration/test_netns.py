@@ -326,7 +326,7 @@ class NetnsChain:
             assert code == 200, (name, code)
             info = [r for r in json.loads(body)["rounds"] if r["round"] == result["round"]]
             print(f"{name} /status:", json.dumps(info))
-            assert len(info) == 1 and info[0]["status"] in ("forwarded", "done"), (name, info)
+            assert len(info) == 1 and info[0]["status"] in ("confirmed", "done"), (name, info)
             assert info[0].get("messages") == USERS * self.messages, (name, info)
             assert not info[0].get("dropped"), (name, info)
 

@@ -108,8 +108,8 @@ def test_demo_carries_a_comparison_protocol() -> None:
     data = json.loads(proc.stdout)
     assert data["protocol"] == "bbgn" and data["rounded_sum"] is None
     assert abs(data["estimate"] - data["true_sum"]) < 8 * data["expected_rmse"]
-    ideal = cloaknet("demo", "--mixes", "0", "--protocol", "bbgn")
-    assert ideal.returncode == 2 and "cloak only" in ideal.stderr
+    ideal = cloaknet("demo", "--mixes", "0", "--protocol", "bbgn", "--json")
+    assert ideal.returncode == 0 and json.loads(ideal.stdout)["noise"] == "polya"
 
 
 @pytest.mark.slow

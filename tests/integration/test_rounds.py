@@ -97,7 +97,7 @@ async def test_http_endpoints(tmp_path: Path) -> None:
         assert code == 404
         code, body = await asyncio.to_thread(http_get, f"{mix}/metrics")
         assert code == 200
-        assert 'mixnet_rounds_total{hop="0",node="mix1",outcome="forwarded"} 1.0' in body
+        assert 'mixnet_rounds_total{hop="0",node="mix1",outcome="confirmed"} 1.0' in body
         assert "mixnet_messages_total" in body and "# TYPE mixnet_frames_total counter" in body
 
 

@@ -18,7 +18,19 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mixnet.core.actions import Action, Deliver, Mix, Peel, Persist, Publish, Reply, Send
+from mixnet.blame import Accusation, Failure, Step
+from mixnet.core.actions import (
+    Action,
+    Deliver,
+    Mix,
+    Peel,
+    Persist,
+    Prove,
+    Publish,
+    Reply,
+    Send,
+    Verify,
+)
 from mixnet.core.entry import EntryMachine
 from mixnet.core.intake import split_chunks
 from mixnet.core.policy import RoundPolicy
@@ -50,14 +62,23 @@ from mixnet.frames import (
     AbortRound,
     Accepted,
     Batch,
+    Exclude,
     Frame,
     OpenRound,
     Submit,
+    Trace,
 )
 from mixnet.keys import RoundKeyAnnouncement
 
 LAYER = 8
 VALUE = 8
+#: The harness application's validator: a payload is valid if its value is below this.
+VALID_BELOW = 1 << 32
+
+
+def valid_payload(payload: bytes) -> bool:
+    """The harness application's payload validator."""
+    return int.from_bytes(payload, "big") < VALID_BELOW
 
 
 class MemoryStore:
@@ -126,6 +147,7 @@ class MemoryStore:
                         OutboundChunk(c.index, c.payloads, c.acked or c.index == w.index)
                         for c in batch.chunks
                     ),
+                    batch.excluded,
                 )
             case DropOutbound():
                 self.outbound.pop(w.round_id, None)
@@ -169,7 +191,13 @@ def sink_app(messages: int) -> Callable[[int, Deliver], dict[str, object]]:
                 "error": f"expected {expected}, got {len(b.payloads)}",
             }
         total = sum(int.from_bytes(p, "big") for p in b.payloads)
-        return {"round": round_id, "status": "ok", "clients": b.clients, "sum": total}
+        return {
+            "round": round_id,
+            "status": "ok",
+            "clients": b.clients,
+            "sum": total,
+            "excluded": b.excluded,
+        }
 
     return analyze
 
@@ -285,6 +313,7 @@ class MemoryChain:
                 onion_length=self.onion_length(0),
                 policy=self.policy,
                 keys=self._keys(node),
+                successor=self.nodes[1].name,
             )
         elif node.index < self.mixes:
             node.machine, actions = RelayMachine.restore(
@@ -295,6 +324,10 @@ class MemoryChain:
                 item_length=self.onion_length(node.index),
                 chunk_size=self.policy.chunk_size,
                 keys=self._keys(node),
+                hop=node.index,
+                successor=self.nodes[node.index + 1].name,
+                last=node.index == self.mixes - 1,
+                validator=valid_payload,
             )
         else:
             node.machine, actions = SinkMachine.restore(
@@ -375,6 +408,10 @@ class MemoryChain:
             return m.on_open_round(frame, self.now)
         if isinstance(frame, AbortRound):
             return m.on_abort_round(frame, self.now)
+        if isinstance(m, RelayMachine) and isinstance(frame, Trace):
+            return m.on_trace(frame, self.now)
+        if isinstance(m, RelayMachine) and isinstance(frame, Exclude):
+            return m.on_exclude(frame, self.now)
         assert isinstance(frame, Batch)
         return m.on_batch(frame)
 
@@ -524,6 +561,16 @@ class MemoryChain:
                     )
                 )
                 return []
+            case Prove():
+                assert isinstance(m, RelayMachine)
+                steps: list[Step | MixnetError] = [
+                    Step(node.index, item, bytes(32), bytes(96)) for item in action.items
+                ]
+                return m.proved(action.token, steps, self.now)
+            case Verify():
+                assert not isinstance(m, SinkMachine)
+                results = [self._holds(a) for a in action.accusations]
+                return m.verified(action.token, results, self.now)
             case Deliver():
                 assert isinstance(m, SinkMachine)
                 result = self.app(action.round_id, action)
@@ -531,6 +578,24 @@ class MemoryChain:
             case Publish():
                 return []
         raise AssertionError(f"unknown action {action!r}")
+
+    def _holds(self, accusation: Accusation) -> bool:
+        """The harness's :func:`mixnet.blame.verify_accusation`: a fake layer "opens" to the
+        item without its last ``LAYER`` bytes."""
+        steps = accusation.steps
+        first = steps[0].hop
+        if any(s.hop != first + i for i, s in enumerate(steps)):
+            return False
+        for step, following in itertools.pairwise(steps):
+            if step.item[:-LAYER] != following.item:
+                return False
+        last = steps[-1]
+        return (
+            accusation.failure is Failure.INVALID_PAYLOAD
+            and last.hop == self.mixes - 1
+            and len(last.item) == VALUE + LAYER
+            and not valid_payload(last.item[:-LAYER])
+        )
 
     # ------------------------------------------------------------------ time, crashes
 
@@ -608,6 +673,8 @@ class MemoryChain:
         entry = self.nodes[0].machine
         assert isinstance(entry, EntryMachine)
         if any(not c.done for c in self.clients):
+            return True
+        if entry.verdict_timer() is not None:  # a trace waits to be asked again
             return True
         if entry.current is None:
             return False

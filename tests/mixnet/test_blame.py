@@ -270,7 +270,7 @@ def test_step_checks_types_and_lengths() -> None:
     with pytest.raises(BadLength):
         Step(1, item, bytes(32), bytes(95))
     with pytest.raises(BadLength):
-        Step(1, bytes(10), bytes(32), bytes(96))
+        Step(1, b"", bytes(32), bytes(96))
     with pytest.raises(TypeError):
         Step(True, item, bytes(32), bytes(96))
     with pytest.raises(TypeError):

@@ -12,26 +12,35 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.status import RoundStatus
-from tests.mixnet.chain_harness import MemoryChain
+from tests.mixnet.chain_harness import VALID_BELOW, MemoryChain
+
+
+def honest(values: tuple[int, ...]) -> bool:
+    """A client is honest unless one of its payloads is one the validator refuses."""
+    return all(v < VALID_BELOW for v in values)
 
 
 def check_results(chain: MemoryChain, *, settled: bool = True) -> None:
-    """Every round the sink finished holds exactly the submissions the entry mix stored in
-    it, each once; once the chain settled, every client acknowledged in a round is counted
-    in that round (or the round was aborted)."""
+    """Every round the sink finished holds exactly the honest submissions the entry mix
+    stored in it, each once, and reports every poisoned one as excluded; once the chain
+    settled, every honest client acknowledged in a round is counted in that round (or the
+    round was aborted)."""
     sink = chain.nodes[-1]
     for round_id, result in sink.store.results.items():
         stored = chain.stored_in.get(round_id, {})
         if result["status"] == "aborted":
             continue
+        kept = {c: v for c, v in stored.items() if honest(v)}
         assert result["status"] == "ok", result
-        assert result["clients"] == len(stored), (round_id, result, stored)
-        assert result["sum"] == sum(sum(v) for v in stored.values())
+        assert result["clients"] == len(kept), (round_id, result, stored)
+        assert result["excluded"] == len(stored) - len(kept), (round_id, result, stored)
+        assert result["sum"] == sum(sum(v) for v in kept.values())
     counted: dict[str, list[int]] = {}
     for round_id, stored in chain.stored_in.items():
         if sink.store.results.get(round_id, {}).get("status") == "ok":
-            for ident in stored:
-                counted.setdefault(ident, []).append(round_id)
+            for ident, values in stored.items():
+                if honest(values):
+                    counted.setdefault(ident, []).append(round_id)
     for client in chain.clients:
         rounds = counted.get(client.ident, [])
         assert len(rounds) <= 1, f"{client.ident} counted in rounds {rounds}\n" + "\n".join(
@@ -43,7 +52,7 @@ def check_results(chain: MemoryChain, *, settled: bool = True) -> None:
         for acked in client.acked:
             status = sink.store.rounds[acked].status
             assert status in (RoundStatus.DONE, RoundStatus.ABORTED), (acked, status)
-            if status is RoundStatus.DONE:
+            if status is RoundStatus.DONE and honest(client.values):
                 assert rounds == [acked]
 
 
@@ -58,6 +67,43 @@ def test_a_round_through_three_mixes_is_exact() -> None:
     results = chain.nodes[-1].store.results
     assert sum(r["clients"] for r in results.values() if r["status"] == "ok") == 7  # type: ignore[misc]
     assert all(c.acked for c in chain.clients)
+
+
+def test_a_poisoned_submission_is_excluded_and_the_round_is_exact() -> None:
+    """One client's second payload is one the last mix's validator refuses: the chain
+    traces it back to that client's submission, drops all of it, and the round holds the
+    exact sum of the others with excluded = 1."""
+    chain = MemoryChain(
+        mixes=3, messages=3, policy=RoundPolicy(3, 4, 10.0, chunk_size=2), seed=2
+    )
+    for i in range(3):
+        chain.add_client([i + 1, 10 * (i + 1), 100])
+    chain.add_client([5, VALID_BELOW + 9, 5])
+    chain.settle()
+    check_results(chain)
+    (result,) = chain.nodes[-1].store.results.values()
+    assert result == {"round": 1, "status": "ok", "clients": 3, "sum": 366, "excluded": 1}
+
+
+def test_a_poisoned_submission_with_a_crash_at_every_step() -> None:
+    """The trace and the exclusion survive a crash of any node at any step."""
+    for victim in range(4):
+        for crash_after in range(1, 90, 4):
+            chain = MemoryChain(
+                mixes=3, messages=2, policy=RoundPolicy(2, 3, 5.0, "abort", chunk_size=2),
+                seed=crash_after,
+            )  # fmt: skip
+            chain.add_client([1, 2])
+            chain.add_client([VALID_BELOW, 3])
+            for i in range(3):
+                chain.add_client([i + 4, 7])
+            chain.eager = False
+            for _ in range(crash_after):
+                chain.step()
+            chain.crash(victim)
+            chain.restart(victim)
+            chain.settle()
+            check_results(chain)
 
 
 def test_every_node_recovers_from_a_crash_at_every_step() -> None:
@@ -93,6 +139,7 @@ class ChainSchedules(RuleBasedStateMachine):
         self.chain.eager = False
         for i in range(6):
             self.chain.add_client([i + 1, 1000 * (i + 1)])
+        self.chain.add_client([VALID_BELOW + 1, 7])  # poisoned: traced and excluded
 
     @precondition(lambda self: bool(self.chain.runnable()))
     @rule(data=st.data(), steps=st.sampled_from([1, 1, 2, 100]))
@@ -122,7 +169,7 @@ class ChainSchedules(RuleBasedStateMachine):
             if not self.chain.step():
                 return
 
-    @rule(client=st.integers(0, 5))
+    @rule(client=st.integers(0, 6))
     def client_submits(self, client: int) -> None:
         self.chain.client_submit(self.chain.clients[client])
 

@@ -8,13 +8,16 @@ import http
 import logging
 import secrets
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
+import trustme
 from nacl.signing import SigningKey
 from websockets.asyncio.server import ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidMessage
 from websockets.http11 import Request, Response
 
 from mixnet.errors import (
@@ -27,7 +30,15 @@ from mixnet.errors import (
     UnexpectedFrameType,
 )
 from mixnet.keys import CHALLENGE_LENGTH, verify_link_signature
-from mixnet.link import Backoff, Link, challenge_response, system_uniform
+from mixnet.link import (
+    CONNECTION_ERRORS,
+    Backoff,
+    Link,
+    challenge_response,
+    failure_reason,
+    system_uniform,
+)
+from mixnet.tls import TlsError, client_context
 from mixnet.wire import decode_frame, encode_frame, error_frame
 
 MAX = 1 << 16
@@ -513,3 +524,137 @@ def test_link_rejects_bad_arguments() -> None:
         Link("ws://127.0.0.1:1", max_size=MAX, retry_for=-1)
     with pytest.raises(ValueError):
         Link("ws://127.0.0.1:1", max_size=MAX, open_timeout=0)
+
+
+# ------------------------------------------------------------------ reasons, idle closes, TLS
+
+
+def test_failure_reasons_name_the_error_and_its_causes() -> None:
+    assert failure_reason(ConnectionResetError()) == (
+        "ConnectionResetError: connection reset by peer"
+    )
+    assert failure_reason(ConnectionRefusedError(111, "Connection refused")) == (
+        "ConnectionRefusedError: [Errno 111] Connection refused"
+    )
+    try:
+        try:
+            raise EOFError("connection closed while reading HTTP status line")
+        except EOFError as inner:
+            raise InvalidMessage("did not receive a valid HTTP response") from inner
+    except InvalidMessage as outer:
+        assert failure_reason(outer) == (
+            "InvalidMessage: did not receive a valid HTTP response <- "
+            "EOFError: connection closed while reading HTTP status line"
+        )
+    assert failure_reason(TimeoutError()) == "TimeoutError"
+
+
+async def test_a_connection_the_peer_closed_while_idle_is_replaced_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A node closes idle connections (and those at their submission limit) normally: the
+    next request opens a new connection at once, with no backoff and no INFO line."""
+    caplog.set_level(logging.DEBUG, logger="mixnet.link")
+    connections = 0
+
+    async def handler(conn: ServerConnection) -> None:
+        nonlocal connections
+        connections += 1
+        raw = await conn.recv()
+        await conn.send(encode_frame({"type": "pong", "n": decode(raw)["n"]}))
+        await conn.close(1001, "idle")
+
+    sleeps = Sleeps()
+    async with serving(handler) as url:
+        link = Link(url, max_size=MAX, sleep=sleeps, backoff=FAST)
+        try:
+            for n in range(3):
+                assert (await link.request({"type": "ping", "n": n}))["n"] == n
+                await asyncio.sleep(0.05)  # the close arrives while the link is idle
+        finally:
+            await link.close()
+    assert connections == 3 and sleeps.delays == []
+    assert not [r for r in caplog.records if r.levelno >= logging.INFO]
+
+
+def _pki(tmp_path: Path) -> tuple[ssl.SSLContext, Path, Path]:
+    """A server context for 127.0.0.1, the CA that signed it, and another CA."""
+    ca, other = trustme.CA(), trustme.CA()
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    other.cert_pem.write_to_path(str(tmp_path / "other.pem"))
+    return server, tmp_path / "ca.pem", tmp_path / "other.pem"
+
+
+async def pong(conn: ServerConnection) -> None:
+    async for raw in conn:
+        await conn.send(encode_frame({"type": "pong", "n": decode(raw)["n"]}))
+
+
+async def test_wss_with_the_chain_ca_and_a_clear_error_without_it(tmp_path: Path) -> None:
+    server, ca, other = _pki(tmp_path)
+    async with serving(pong, ssl=server) as ws_url:
+        url = ws_url.replace("ws://", "wss://")
+        trusted = Link(url, max_size=MAX, retry_for=5, ssl_context=client_context(ca))
+        try:
+            assert (await trusted.request({"type": "ping", "n": 1}))["n"] == 1
+        finally:
+            await trusted.close()
+        # a client (retry_for set) fails at once with a TlsError naming the problem
+        untrusted = Link(url, max_size=MAX, retry_for=30, ssl_context=client_context(other))
+        started = time.monotonic()
+        with pytest.raises(TlsError) as info:
+            await untrusted.request({"type": "ping", "n": 2})
+        assert time.monotonic() - started < 5
+        assert str(info.value) == (
+            f"{url}: the node's TLS certificate is not trusted: unable to get local issuer "
+            "certificate (is [tls].ca in the chain file the CA that signed it?)"
+        )
+        await untrusted.close()
+
+
+async def test_a_node_link_keeps_retrying_a_tls_failure_and_says_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mixnet.link")
+    server, _, other = _pki(tmp_path)
+    sleeps = Sleeps()
+    async with serving(pong, ssl=server) as ws_url:
+        url = ws_url.replace("ws://", "wss://")
+        link = Link(url, max_size=MAX, name="mix1", sleep=sleeps, backoff=FAST,
+                    ssl_context=client_context(other))
+        task = asyncio.create_task(link.request({"type": "ping", "n": 1}))
+        while len(sleeps.delays) < 2:
+            await asyncio.sleep(0.01)
+        await link.close()
+        with pytest.raises(LinkClosed):
+            await task
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) >= 2
+    assert f"mix1: ping to {url} failed ({url}: the node's TLS certificate is not trusted" in (
+        warnings[0]
+    )
+
+
+async def test_tls_to_a_plain_node_and_plain_to_a_tls_node_log_their_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mixnet.link")
+    server, ca, _ = _pki(tmp_path)
+    async with serving(pong) as plain_url, serving(pong, ssl=server) as tls_url:
+        for url, context in [
+            (plain_url.replace("ws://", "wss://"), client_context(ca)),  # wss to a ws node
+            (tls_url, None),  # ws to a wss node
+        ]:
+            link = Link(url, max_size=MAX, retry_for=0, ssl_context=context)
+            with pytest.raises((TlsError, *CONNECTION_ERRORS)):
+                await link.request({"type": "ping", "n": 1})
+            await link.close()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2
+    for message in messages:
+        reason = message.split(" failed (", 1)[1]
+        assert not reason.startswith(")")  # never the empty reason of old
+    assert "(a wss:// URL: does the node serve TLS?)" in messages[0]
+    assert "InvalidMessage: did not receive a valid HTTP response <- " in messages[1]

@@ -78,12 +78,16 @@ from mixnet.frames import (
     Aborted,
     AbortRound,
     Accepted,
+    Accused,
     Batch,
     BatchAck,
+    Exclude,
+    Excluded,
     OpenRound,
     RoundKeys,
     RoundOffer,
     Submit,
+    Trace,
 )
 from mixnet.keys import RoundKeyAnnouncement
 from tests.mixnet.chain_harness import MemoryChain, Node
@@ -215,6 +219,16 @@ def store(m: EntryMachine, frame: Submit, now: float = NOW) -> list[Action]:
 
 def payloads_of(frame: Submit) -> tuple[bytes, ...]:
     return tuple(o[:-LAYER] for o in frame.onions)
+
+
+def confirm(m: EntryMachine, round_id: int, now: float = NOW) -> list[Action]:
+    """A forwarded round's trace with no accusation: ``exclude`` nothing, then confirmed."""
+    assert m.status(round_id) is S.FORWARDED
+    exclude = one(m.on_reply(Trace(round_id), Accused(round_id), now), Send).frame
+    assert exclude == Exclude(round_id, (), 0)
+    acts = m.on_reply(exclude, Excluded(round_id), now)
+    assert m.status(round_id) is S.CONFIRMED
+    return acts
 
 
 # ============================================================================ entry mix
@@ -624,6 +638,9 @@ class TestEntryDeadline:
         chunk = one(m.mixed(1, [[b"x" * RELAY_ITEM]]), Send).frame
         m.on_reply(chunk, BatchAck(1, 0), now)
         assert m.status(1) is S.FORWARDED
+        assert confirm(m, 1, now) == [
+            Persist((DropIntake(1), SetRound(1, status=S.CONFIRMED)))
+        ]
         for r in range(2, RECEIPT_ROUNDS + 1):  # rounds 2..RECEIPT_ROUNDS are refused
             assert m.on_submit(a) == [Reply(Accepted(1, "a"))]
             m.on_send_error(OpenRound(r), InternalError("down"), now)
@@ -665,8 +682,7 @@ class TestEntryAfterMixing:
             Persist(
                 (
                     PutOutbound(1, outbound),
-                    DropIntake(1),
-                    EraseKey(1),
+                    EraseKey(1),  # the intake stays for the trace
                     SetRound(1, status=S.MIXED, clients=2),
                 )
             ),
@@ -694,7 +710,8 @@ class TestEntryAfterMixing:
             m.on_reply(chunk1, BatchAck(1, 0), NOW)  # acknowledges another chunk
         assert m.on_reply(chunk0, BatchAck(1, 0), NOW) == []  # late duplicate
         assert m.on_reply(chunk1, BatchAck(1, 1), NOW) == [
-            Persist((DropOutbound(1), SetRound(1, status=S.FORWARDED)))
+            Persist((DropOutbound(1), SetRound(1, status=S.FORWARDED))),
+            Send(Trace(1)),  # the chain's verdict on the batch
         ]
         assert m.status(1) is S.FORWARDED
         assert m.on_reply(chunk1, BatchAck(1, 1), NOW) == []
@@ -876,7 +893,8 @@ class TestEntryRestore:
             Send(Batch(6, "mix1", 2, 3, 2, 5, (p[4],))),
         ]
         assert m.on_reply(Batch(6, "mix1", 2, 3, 2, 5, (p[4],)), BatchAck(6, 2), NOW) == [
-            Persist((DropOutbound(6), SetRound(6, status=S.FORWARDED)))
+            Persist((DropOutbound(6), SetRound(6, status=S.FORWARDED))),
+            Send(Trace(6)),
         ]
         assert m.status(6) is S.FORWARDED
 
@@ -886,7 +904,10 @@ class TestEntryRestore:
             rounds=(round_record(6, S.MIXED, clients=1),), outbound={6: outbound}
         )
         m, acts = restore_entry(records)
-        assert acts == [Persist((DropOutbound(6), SetRound(6, status=S.FORWARDED)))]
+        assert acts == [
+            Persist((DropOutbound(6), SetRound(6, status=S.FORWARDED))),
+            Send(Trace(6)),
+        ]
         assert m.status(6) is S.FORWARDED
 
     def test_an_aborted_round_in_the_receipt_window_is_aborted_again(self) -> None:
@@ -894,7 +915,7 @@ class TestEntryRestore:
             rounds=(
                 round_record(1, S.ABORTED),
                 round_record(RECEIPT_ROUNDS + 1, S.ABORTED, key=True),
-                round_record(RECEIPT_ROUNDS + 2, S.FORWARDED),
+                round_record(RECEIPT_ROUNDS + 2, S.CONFIRMED),
             )
         )
         m, acts = restore_entry(records)
@@ -906,10 +927,19 @@ class TestEntryRestore:
 
     def test_a_terminal_round_whose_key_survived_has_it_erased(self) -> None:
         records = NodeRecords(
-            rounds=(round_record(1, S.FAILED, key=True), round_record(2, S.FORWARDED, key=True))
+            rounds=(round_record(1, S.FAILED, key=True), round_record(2, S.CONFIRMED, key=True))
         )
         _, acts = restore_entry(records)
         assert acts == [Persist((EraseKey(1),)), Persist((EraseKey(2),))]
+
+    def test_a_forwarded_round_asks_for_its_verdict_again(self) -> None:
+        sub = Submission("a", b"\1" * 32, (b"p" * RELAY_ITEM, b"q" * RELAY_ITEM))
+        records = NodeRecords(
+            rounds=(round_record(3, S.FORWARDED, clients=1),), submissions={3: (sub,)}
+        )
+        m, acts = restore_entry(records)
+        assert acts == [Send(Trace(3))]
+        assert m.rounds[3].submissions == {"a": sub.payloads}
 
 
 # ============================================================================ relay
@@ -982,16 +1012,22 @@ class TestRelayOpening:
         relay, keys = open_relay()
         later = (announcement("mix3", 3, 5),)
         acts = relay.on_reply(OpenRound(5), RoundKeys(5, later), NOW)
-        assert acts == [Reply(RoundKeys(5, (keys.announcement(5), *later)))]
+        every = (keys.announcement(5), *later)  # stored: the trace checks later mixes' proofs
+        assert acts == [Persist((SetRound(5, announcements=every),)), Reply(RoundKeys(5, every))]
 
     def test_repeated_open_round_makes_no_second_key(self) -> None:
         relay, keys = open_relay()
         assert relay.on_open_round(OpenRound(5), NOW + 1) == [Send(OpenRound(5))]
         assert keys.calls == [5]
         later = (announcement("mix3", 3, 5),)
+        every = (keys.announcement(5), *later)
         assert relay.on_reply(OpenRound(5), RoundKeys(5, later), NOW) == [
-            Reply(RoundKeys(5, (keys.announcement(5), *later)))
+            Persist((SetRound(5, announcements=every),)),
+            Reply(RoundKeys(5, every)),
         ]
+        assert relay.on_reply(OpenRound(5), RoundKeys(5, later), NOW)[-1] == Reply(
+            RoundKeys(5, every)
+        )
 
     def test_keys_for_another_round_are_an_internal_error(self) -> None:
         relay, _ = open_relay()
@@ -1047,11 +1083,12 @@ class TestRelayIntake:
         x, y = item(RELAY_ITEM), item(RELAY_ITEM)
         frame = chunk_frame(0, [x, y, x])  # x is replayed within the chunk
         digests = item_digest(x) + item_digest(y)  # what this chunk let into the filter
-        token = ChunkPeeled(frame, 1, digests)
+        token = ChunkPeeled(frame, 1, digests, (x, y))
         assert relay.on_batch(frame) == [Peel(5, [x, y], token)]
         acts = relay.peeled(token, peel([x, y]), NOW)
         chunk = Chunk(
-            PRED, 0, 2, 2, 4, dropped=1, payloads=(x[:-LAYER], y[:-LAYER]), digests=digests
+            PRED, 0, 2, 2, 4, dropped=1, payloads=(x[:-LAYER], y[:-LAYER]), digests=digests,
+            inputs=(x, y),
         )
         assert acts == [Persist((AddChunk(5, chunk),), token=ChunkStored(5, chunk))]
         assert relay.persisted(ChunkStored(5, chunk), NOW) == [Reply(BatchAck(5, 0))]
@@ -1066,7 +1103,7 @@ class TestRelayIntake:
         frame = chunk_frame(1, [y, z, x], count=5)
         p = one(relay.on_batch(frame), Peel)
         assert list(p.items) == [z]
-        assert p.token == ChunkPeeled(frame, 2, item_digest(z))
+        assert p.token == ChunkPeeled(frame, 2, item_digest(z), (z,))
         acts = relay.peeled(p.token, [DecryptionFailed("tagged")], NOW)
         chunk = Chunk(PRED, 1, 2, 2, 5, dropped=3, payloads=(), digests=item_digest(z))
         assert acts == [Persist((AddChunk(5, chunk),), token=ChunkStored(5, chunk))]
@@ -1168,11 +1205,9 @@ class TestRelayForwarding:
             2, 3, (OutboundChunk(0, tuple(chunks[0])), OutboundChunk(1, tuple(chunks[1])))
         )
         assert acts == [
-            Persist(
+            Persist(  # intake and key stay: the trace may ask this mix to prove a step
                 (
                     PutOutbound(5, outbound),
-                    DropIntake(5),
-                    EraseKey(5),
                     SetRound(5, status=S.MIXED, clients=2),
                 )
             ),
@@ -1268,9 +1303,14 @@ class TestRelayRestore:
         assert acts == []
         assert relay.on_open_round(OpenRound(5), NOW) == [Send(OpenRound(5))]
         later = (announcement("mix3", 3, 5),)
+        every = (keys.announcement(5), *later)
         assert relay.on_reply(OpenRound(5), RoundKeys(5, later), NOW) == [
-            Reply(RoundKeys(5, (keys.announcement(5), *later)))
+            Persist((SetRound(5, announcements=every),)),
+            Reply(RoundKeys(5, every)),
         ]
+        assert relay.on_reply(OpenRound(5), RoundKeys(5, later), NOW)[-1] == Reply(
+            RoundKeys(5, every)
+        )
 
     def test_a_mixed_round_resumes_forwarding(self) -> None:
         outbound = OutboundBatch(
@@ -1286,9 +1326,10 @@ class TestRelayRestore:
     def test_terminal_rounds_with_a_key_have_it_erased(self) -> None:
         records = NodeRecords(
             rounds=(
-                RoundRecord(1, S.FORWARDED, NOW, secret_key=b"k" * 32),
+                RoundRecord(1, S.CONFIRMED, NOW, secret_key=b"k" * 32),
                 RoundRecord(2, S.ABORTED, NOW, secret_key=b"k" * 32),
-                RoundRecord(3, S.FORWARDED, NOW),
+                RoundRecord(3, S.CONFIRMED, NOW),
+                RoundRecord(4, S.FORWARDED, NOW, secret_key=b"k" * 32),  # kept for the trace
             )
         )
         relay, acts = restore_relay(records)
@@ -1456,8 +1497,10 @@ def guard_stored_statuses(chain: MemoryChain, monkeypatch: pytest.MonkeyPatch) -
     for node in chain.nodes:
         if node.index == 0:
             guard(node, Role.ENTRY)
-        elif node.index < chain.mixes:
+        elif node.index < chain.mixes - 1:
             guard(node, Role.RELAY)
+        elif node.index == chain.mixes - 1:
+            guard(node, Role.LAST)
         else:
             guard(node, Role.SINK)
     return edges
@@ -1491,10 +1534,17 @@ def test_a_whole_chain_only_makes_allowed_status_changes(monkeypatch: pytest.Mon
         (Role.ENTRY, S.OPEN, S.ABORTED),
         (Role.ENTRY, S.CLOSED, S.MIXED),
         (Role.ENTRY, S.MIXED, S.FORWARDED),
+        (Role.ENTRY, S.FORWARDED, S.CONFIRMED),
         (Role.RELAY, S.OPEN, S.CLOSED),
         (Role.RELAY, S.OPEN, S.ABORTED),
         (Role.RELAY, S.CLOSED, S.MIXED),
         (Role.RELAY, S.MIXED, S.FORWARDED),
+        (Role.RELAY, S.FORWARDED, S.CONFIRMED),
+        (Role.LAST, S.OPEN, S.CLOSED),
+        (Role.LAST, S.OPEN, S.ABORTED),
+        (Role.LAST, S.CLOSED, S.MIXED),
+        (Role.LAST, S.MIXED, S.RELEASED),
+        (Role.LAST, S.RELEASED, S.CONFIRMED),
         (Role.SINK, S.OPEN, S.CLOSED),
         (Role.SINK, S.OPEN, S.ABORTED),
         (Role.SINK, S.CLOSED, S.DONE),

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import logging
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from mixnet.client import MixnetClient
 from mixnet.core.actions import DeliveredBatch
 from mixnet.core.policy import RoundPolicy
+from mixnet.limits import DEFAULT_LIMITS, Limits
 from mixnet.localchain import RunningChain, run_local_chain
 from mixnet.mix import MixNode
 from mixnet.settings import NodeSettings
@@ -47,9 +49,14 @@ class SumApp:
 
 
 def running_chain(
-    directory: Path, *, mixes: int, messages: int, policy: RoundPolicy
+    directory: Path,
+    *,
+    mixes: int,
+    messages: int,
+    policy: RoundPolicy,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> contextlib.AbstractAsyncContextManager[RunningChain]:
-    """A local chain whose sink runs :class:`SumApp`."""
+    """A local chain whose sink runs :class:`SumApp` (with the chain's ``[limits]``)."""
 
     def make_sink(settings: NodeSettings, store: NodeStore) -> SinkNode:
         return SinkNode(settings, store, SumApp(messages))
@@ -62,6 +69,7 @@ def running_chain(
         payload_length=WIDTH,
         mixes=mixes,
         chain_id="t",
+        limits=limits,
     )
 
 
@@ -109,7 +117,7 @@ async def test_a_chain_of_mixes_and_a_sink_sums_exactly(tmp_path: Path) -> None:
         assert out["clients"] == 5
         assert out["sum"] == sum(map(sum, values))
         status = json.loads(await http_get(f"http://{HOST}:{chain.mixes[0].port}/status"))
-        assert status["rounds"][0]["status"] == "forwarded"
+        assert status["rounds"][0]["status"] == "confirmed"
         metrics = await http_get(f"http://{HOST}:{chain.sink.port}/metrics")
         assert 'mixnet_rounds_total{hop="3",node="sink",outcome="done"} 1.0' in metrics
 
@@ -192,3 +200,25 @@ async def test_the_sink_serves_results_it_no_longer_keeps_in_memory_from_its_sto
         body = json.loads(await http_get(f"{base}/rounds/{receipt.round_id}"))
         assert body["sum"] == 41
         assert receipt.round_id in json.loads(await http_get(f"{base}/rounds"))
+
+
+async def test_probes_log_nothing_at_info_and_metrics_show_connections(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every /healthz, /status and /metrics GET (and the websocket library's per-connection
+    lines) is logged at DEBUG only; /metrics counts connections and refusals."""
+    policy = RoundPolicy(min_users=1, max_users=1, deadline_seconds=30.0)
+    async with running_chain(tmp_path, mixes=1, messages=1, policy=policy) as chain:
+        base = f"http://{HOST}:{chain.mixes[0].port}"
+        await asyncio.sleep(0.2)  # let the first round open
+        with caplog.at_level(logging.DEBUG):
+            caplog.clear()
+            assert await http_get(f"{base}/healthz") == "ok\n"
+            json.loads(await http_get(f"{base}/status"))
+            metrics = await http_get(f"{base}/metrics")
+            await asyncio.sleep(0.1)
+        probes = [r for r in caplog.records if "probe" in r.getMessage()]
+        assert len(probes) == 3 and all(r.levelno == logging.DEBUG for r in probes)
+        assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+        assert 'mixnet_connections{hop="0",node="mix1"}' in metrics
+        assert 'mixnet_refused_total{hop="0",node="mix1",reason="evicted"} 0.0' in metrics

@@ -27,8 +27,9 @@ and ``report.md``.
 
 Modules: :mod:`.settings` (the grid), :mod:`.simulate` (simulated, attacked rounds),
 :mod:`.networked` (the networked chain), :mod:`.rows` (typed rows), :mod:`.bounds` (the
-lemmas' (ε, δ)), :mod:`.tables` (summary statistics), :mod:`.headlines`, :mod:`.plots`,
-:mod:`.report`, :mod:`.run`.
+lemmas' (ε, δ), the share of rounds without noise, the noise ceiling), :mod:`.tables`
+(summary statistics), :mod:`.guessing` (the adversary's accuracy against the prior and the
+no-noise baseline), :mod:`.headlines`, :mod:`.plots`, :mod:`.report`, :mod:`.run`.
 """
 
 from __future__ import annotations

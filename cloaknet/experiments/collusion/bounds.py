@@ -11,7 +11,13 @@ from cloaknet.errors import ParameterError
 from cloaknet.experiments.collusion.settings import CollusionSettings
 from cloaknet.noise import noise_p as scale_to_p
 
-__all__ = ["exposure_baseline", "gamma_for_swap_epsilon", "single_user_bound", "swap_bound"]
+__all__ = [
+    "gamma_for_swap_epsilon",
+    "no_noise_share",
+    "noise_guess_ceiling",
+    "single_user_bound",
+    "swap_bound",
+]
 
 
 def gamma_for_swap_epsilon(epsilon: float) -> float:
@@ -58,10 +64,22 @@ def single_user_bound(
         return None
 
 
-def exposure_baseline(settings: CollusionSettings, mode: str) -> float:
-    """The share of rounds with infinite loss that is not the encoding's fault: none in
-    sum-preserving mode; in single-user mode the rounds where neither of the two honest users
-    added noise, (1−q)², with 50% slack for sampling noise."""
-    if mode == "sum-preserving":
-        return 0.0
-    return 1.5 * (1 - float(Fraction(settings.single_user_q))) ** 2
+def no_noise_share(q: Fraction, honest: int) -> float:
+    """The probability (1 − q)^h that none of ``honest`` = h honest users adds noise in
+    single-user mode (each does with probability ``q``): the rounds in which the sum, and with
+    it the target's input, is exposed whatever the encoding."""
+    return float((1 - q) ** honest)
+
+
+def noise_guess_ceiling(settings: CollusionSettings) -> float:
+    """The most often any guess of the target's input x̄ ∈ {0, …, k} can be right (uniform
+    prior) in a single-user round where some honest user added noise and the view revealed
+    nothing beyond the noisy sum: 1/(1 + k·e^(−ε₀)) = e^ε₀/(e^ε₀ + k), ε₀ = k·ln(1/p).
+
+    Proof: D_{N,p} is log-Lipschitz (Lemma 7: neighbouring values' masses differ by at most a
+    factor 1/p), and so is a sum of such noises; the likelihoods of two candidate inputs
+    therefore differ by at most p^(−k) = e^ε₀, so the largest posterior is at most
+    e^ε₀/(e^ε₀ + k·1)."""
+    k = settings.precision
+    eps0 = float(Fraction(k) / settings.noise_scale)
+    return 1.0 / (1.0 + k * math.exp(-eps0))

@@ -1,10 +1,10 @@
 """The headline table of the collusion report: each bound next to what was measured, with a
-verdict in plain words.
+verdict in plain words (the guessing rows are :mod:`.guessing`'s).
 
 A bound "held" when the lower end of the 95% Wilson interval of the empirical probability
 is at most the bound's δ (so a violation needs evidence, not one unlucky sample), and was
-"VIOLATED" otherwise; "broken" marks settings where the protocol is expected to fail (too
-few messages, too many colluders).
+"VIOLATED" otherwise; "broken" marks settings where the protocol fails (too few messages,
+too many colluders), again judged by the interval.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from cloaknet.experiments.collusion.bounds import (
-    exposure_baseline,
+    no_noise_share,
     single_user_bound,
     swap_bound,
 )
@@ -21,44 +21,32 @@ from cloaknet.experiments.collusion.rows import (
     AttackRow,
     ColludersRow,
     Headline,
-    MessagesRow,
     SmoothnessRow,
 )
 from cloaknet.experiments.collusion.settings import CollusionSettings
 from cloaknet.experiments.collusion.tables import profile_group
-from cloaknet.experiments.stats import wilson_interval
+from cloaknet.experiments.stats import relation, wilson_interval
 from cloaknet.experiments.text import fmt
 
 __all__ = [
+    "EXPOSURE_LIMIT",
     "colluders_headlines",
-    "messages_headlines",
     "profile_headlines",
     "smoothness_headlines",
 ]
 
-
-def messages_headlines(settings: CollusionSettings, table: Sequence[MessagesRow]) -> list[Headline]:
-    """m = 1 and m = ``big_m``: the adversary's guess against the prior, "broken" when the
-    rounds with infinite loss exceed :func:`exposure_baseline`."""
-    return [
-        Headline(
-            claim=f"m = {t.m} ({t.mode}): adversary's guess vs prior",
-            bound=f"prior {fmt(t.prior_success)}",
-            empirical=f"guess correct {fmt(t.guess_success)}, P[loss=∞] {fmt(t.p_infinite_loss)}",
-            verdict="broken"
-            if t.p_infinite_loss > exposure_baseline(settings, t.mode)
-            else "no excess exposure",
-        )
-        for t in table
-        if t.m in (1, settings.big_m)
-    ]
+#: Beyond Lemma 13 no bound applies; the protocol counts as broken when the input is exposed
+#: (loss = ∞) in more than this share of the rounds (the whole 95% interval above it).
+EXPOSURE_LIMIT = 0.05
 
 
 def colluders_headlines(
     settings: CollusionSettings, table: Sequence[ColludersRow]
 ) -> list[Headline]:
-    """Lemma 13 at every |C| where it applies (single-user mode), then the |C| beyond it
-    ("broken" when more than 5% of the rounds had infinite loss)."""
+    """Lemma 13 at every |C| where it applies (single-user mode), then the |C| beyond it:
+    "broken" when the 95% interval of P[loss = ∞] lies above :data:`EXPOSURE_LIMIT`, "held
+    up" when below it, "inconclusive" otherwise; next to the share (1 − q)^h of rounds in
+    which none of the h honest users adds noise (the exposed ones)."""
     headlines = []
     for t in table:
         if t.mode != "single-user" or t.bound_delta is None:
@@ -72,16 +60,30 @@ def colluders_headlines(
                 verdict="held" if held else "VIOLATED",
             )
         )
-    headlines.extend(
-        Headline(
-            claim=f"beyond Lemma 13: |C| = {t.colluders} of {settings.colluder_users}",
-            bound="none (|C| > 0.9 n)",
-            empirical=f"P[loss = ∞] = {fmt(t.p_infinite_loss)}",
-            verdict="broken" if t.p_infinite_loss > 0.05 else "held up (no lemma applies)",
+    q = settings.colluder_q()
+    for t in table:
+        if t.mode != "single-user" or t.bound_delta is not None:
+            continue
+        low, high = wilson_interval(round(t.p_infinite_loss * t.trials), t.trials)
+        side = relation(low, high, EXPOSURE_LIMIT)
+        verdict = {
+            "above": f"broken: input exposed in more than {fmt(EXPOSURE_LIMIT)} of rounds",
+            "below": "held up (no lemma applies)",
+            "within": f"inconclusive (no lemma applies; {fmt(EXPOSURE_LIMIT)} within the CI)",
+        }[side]
+        headlines.append(
+            Headline(
+                claim=f"beyond Lemma 13: |C| = {t.colluders} of {settings.colluder_users}",
+                bound=(
+                    f"none (|C| > 0.9 n); no honest noise in (1−q)^{t.honest} = "
+                    f"{fmt(no_noise_share(q, t.honest))} of rounds"
+                ),
+                empirical=(
+                    f"P[loss = ∞] = {fmt(t.p_infinite_loss)} (95% CI {fmt(low)}–{fmt(high)})"
+                ),
+                verdict=verdict,
+            )
         )
-        for t in table
-        if t.mode == "single-user" and t.bound_delta is None
-    )
     return headlines
 
 

@@ -37,9 +37,7 @@ def networked_rows(settings: CollusionSettings) -> list[AttackRow]:
 
     users, colluders = 10, 8
     k, m, modulus = settings.precision, settings.networked_m, settings.networked_modulus
-    protocol = CloakProtocol(
-        CloakParams(modulus=modulus, precision=k, messages=m, max_users=users)
-    )
+    protocol = CloakProtocol(CloakParams(modulus=modulus, precision=k, messages=m, max_users=users))
     policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=120.0)
     rng = SYSTEM_RANDOM if settings.seed is None else DeterministicRandom(settings.seed)
     rows: list[AttackRow] = []

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from fractions import Fraction
 
-from cloaknet.experiments.collusion.bounds import exposure_baseline
+from cloaknet.experiments.collusion.guessing import first_clean_m, references
 from cloaknet.experiments.collusion.rows import (
     BehaviourRow,
     ColludersRow,
@@ -37,14 +36,14 @@ def _first_informative_m(modulus: int) -> int | None:
 
 
 def messages_section(settings: CollusionSettings, table: Sequence[MessagesRow]) -> str:
-    """Privacy loss vs messages per user."""
+    """Privacy loss vs messages per user: where the adversary excluded inputs outright, the
+    first m without excess infinite losses (:func:`~.guessing.first_clean_m`), and how the
+    single-user rounds without noise fared over the whole sweep."""
     sentences = []
     for mode in MODES:
         sub = [t for t in table if t.mode == mode]
         small = [t.p_infinite_loss for t in sub if t.m <= 3]
-        # single-user rounds without any honest noise are exposed whatever m is: allow for
-        # them (with 50% slack for sampling noise) when looking for the first "clean" m
-        clean = [t.m for t in sub if t.p_infinite_loss <= exposure_baseline(settings, mode)]
+        clean = first_clean_m(settings, table, mode)
         exposed = (
             f"at m ≤ 3 the adversary excluded some feasible input outright (loss = ∞) in "
             f"{fmt(min(small))}–{fmt(max(small))} of the rounds; "
@@ -52,17 +51,28 @@ def messages_section(settings: CollusionSettings, table: Sequence[MessagesRow]) 
             else ""
         )
         sentences.append(
-            f"{mode}: {exposed}the smallest m in the grid without excess infinite losses was "
-            f"{min(clean) if clean else 'none'}."
+            f"{mode}: {exposed}the smallest m in the grid without excess infinite losses "
+            f"(95% interval) was {clean if clean is not None else 'none'}."
         )
-    no_noise = float((1 - Fraction(settings.single_user_q)) ** 2)
+    quiet = [t for t in table if t.quiet_rounds]
+    quiet_rounds = sum(t.quiet_rounds or 0 for t in quiet)
+    if quiet_rounds:
+        infinite = sum(t.quiet_infinite or 0 for t in quiet)
+        correct = sum(t.quiet_correct or 0 for t in quiet)
+        sentences.append(
+            f"Single-user rounds in which no honest user added noise: {quiet_rounds} over the "
+            f"sweep, with infinite loss in {infinite} and the input guessed right in {correct} "
+            "of them (the sum and the other user's input then determine the target's)."
+        )
     text = (
         " ".join(sentences)
         + f" Lemma 1's smoothness term 18√m·N²/(γ²·2^(2m)) drops below 1/γ² only from m = "
         f"{_first_informative_m(settings.modulus)} at N = {settings.modulus}: with fewer "
         "messages the 2m shares have too few subset sums to cover every feasible input, which "
-        "is what the adversary exploits. In single-user mode a round in which neither honest "
-        f"user added noise (probability (1−q)² = {fmt(no_noise)}) is exposed whatever m is."
+        "is what the adversary exploits. The guessing columns: 'guess correct' with its 95% "
+        "Wilson interval, 'prior' the best guess without the view, 'no-noise baseline' an "
+        "adversary right in every round without honest noise and at the prior otherwise "
+        "(the prior in sum-preserving mode, which adds no noise)."
     )
     return (
         "## Privacy loss vs messages per user\n\n![loss vs m](loss_vs_m.png)\n\n"
@@ -77,7 +87,10 @@ def messages_section(settings: CollusionSettings, table: Sequence[MessagesRow]) 
                 "median loss",
                 "90% finite loss",
                 "guess correct",
+                "95% CI",
                 "prior",
+                "no-noise baseline",
+                "rounds without noise",
                 "distinct",
             ],
             [
@@ -89,7 +102,10 @@ def messages_section(settings: CollusionSettings, table: Sequence[MessagesRow]) 
                     t.median_loss,
                     t.p90_finite_loss,
                     t.guess_success,
+                    f"{fmt(t.guess_ci_low)}–{fmt(t.guess_ci_high)}",
                     t.prior_success,
+                    references(settings, t).baseline,
+                    t.quiet_rounds,
                     t.p_distinct,
                 ]
                 for t in table
@@ -284,21 +300,19 @@ def report(
     headline: Sequence[Headline],
     seconds: float,
     count: int,
+    guessing: Sequence[str] = (),
 ) -> str:
-    """The Markdown text of ``report.md``: the headline table with a summary of the verdicts,
-    the ``sections`` in order, and the list of files; ``count`` attacked rounds took
-    ``seconds``."""
+    """The Markdown text of ``report.md``: a summary of the verdicts, the ``guessing``
+    sentences (:func:`~.guessing.guess_sentence`, up front because they carry the causes),
+    the headline table, the ``sections`` in order, and the list of files; ``count``
+    attacked rounds took ``seconds``."""
     held = sum(1 for h in headline if h.verdict == "held")
     violated = sum(1 for h in headline if h.verdict == "VIOLATED")
     broken = [h for h in headline if h.verdict.startswith("broken")]
     summary = (
         f"Of {held + violated} bound checks in the headline table, {held} held and "
         f"{violated} were violated. "
-        + (
-            f"The protocol broke where expected: {'; '.join(h.claim for h in broken)}. "
-            if broken
-            else ""
-        )
+        + (f"Broken: {'; '.join(h.claim for h in broken)}. " if broken else "Nothing broke. ")
     )
     s = settings
     text = [
@@ -308,16 +322,27 @@ def report(
         f"{'' if s.seed is None else f', seed {s.seed}'}).\n",
         "The adversary is the analyzer colluding with |C| users; it removes their revealed "
         "messages and computes the exact posterior of the target's input from the remaining "
-        "shares (counts B_x of Lemma 3; in single-user mode convolved with D_{N,p}). "
+        "shares (counts B_x of Lemma 3; in single-user mode convolved with D_{N,p}, and told "
+        "the other honest user's input and who added noise). "
         f"Parameters are toy-sized so the inference is exact: N = {s.modulus}, "
-        f"k = {s.precision}, single-user noise with k·ln(1/p) = {s.noise_epsilon}.\n",
+        f"k = {s.precision}, single-user noise with k·ln(1/p) = {s.noise_epsilon} added with "
+        f"probability q = {s.single_user_q}.\n",
         "## Headline: empirical vs bound\n",
         summary + "\n",
-        markdown_table(
-            ["claim", "bound", "empirical", "verdict"],
-            [[h.claim, h.bound, h.empirical, h.verdict] for h in headline],
-        ),
     ]
+    if guessing:
+        text.append(
+            "How often the adversary's best guess of the target's input was right, against "
+            "the prior and the no-noise baseline (an adversary right in every round without "
+            "honest noise and at the prior otherwise):\n"
+        )
+        text.append("".join(f"* {sentence}\n" for sentence in guessing))
+    text.append(
+        markdown_table(
+            ["claim", "bound / reference", "empirical", "verdict"],
+            [[h.claim, h.bound, h.empirical, h.verdict] for h in headline],
+        )
+    )
     text.extend(section + "\n" for section in sections)
     text.append(
         "## Files\n\n`trials.csv` (every attacked round), `loss_vs_m.csv`, "

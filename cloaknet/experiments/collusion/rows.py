@@ -65,19 +65,34 @@ class AttackRow:
 
 @dataclass(frozen=True)
 class MessagesRow:
-    """Privacy loss vs m (``loss_vs_m.csv``): P[loss = ∞], the median loss, the 90th
-    percentile of the finite losses, the guessing success against the prior's, and the
-    share of distinct views."""
+    """Privacy loss vs m (``loss_vs_m.csv``) for rounds with ``honest`` honest users:
+    P[loss = ∞], the median loss, the 90th percentile of the finite losses (NaN when no loss
+    was finite), the guessing success (``correct`` of ``trials`` rounds, with its 95% Wilson
+    interval) against the prior's, and the share of distinct views.
+
+    Single-user mode also splits the rounds by noise: ``quiet_rounds`` in which no honest
+    user added noise, ``quiet_correct`` and ``quiet_infinite`` of them guessed right and with
+    infinite loss, and ``noisy_correct`` of the other ``trials − quiet_rounds`` guessed
+    right. Sum-preserving mode adds no noise: the four are None.
+    """
 
     mode: Mode
     m: int
+    honest: int
     trials: int
     p_infinite_loss: float
     median_loss: float
     p90_finite_loss: float
+    correct: int
     guess_success: float
+    guess_ci_low: float
+    guess_ci_high: float
     prior_success: float
     p_distinct: float
+    quiet_rounds: int | None = None
+    quiet_correct: int | None = None
+    quiet_infinite: int | None = None
+    noisy_correct: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,13 +137,16 @@ class SmoothnessRow:
 @dataclass(frozen=True)
 class ProfilePoint:
     """One point of the privacy profile (``privacy_profile.csv``): the empirical
-    P[loss > ε], the lower end of its 95% Wilson interval, and the lemma's δ(ε)."""
+    P[loss > ε] (``over`` of ``trials`` rounds), its 95% Wilson interval, and the lemma's
+    δ(ε) (None where the lemma gives none)."""
 
     mode: Mode
     epsilon: float
     trials: int
+    over: int
     empirical_delta: float
     ci_low: float
+    ci_high: float
     bound_delta: float | None
 
 
@@ -164,9 +182,11 @@ class NetworkedRow:
 
 @dataclass(frozen=True)
 class Headline:
-    """One line of the headline table: a claim, its bound, what was measured, and the
-    verdict ("held", "VIOLATED", "broken", "no excess exposure" or "held up (no lemma
-    applies)")."""
+    """One line of the headline table: a claim, its bound (or the reference values it is
+    judged against), what was measured, and the verdict in plain words: "held" /
+    "VIOLATED" for a bound, a sentence starting with "broken" where the protocol fails,
+    otherwise which reference the measurement beats (see :mod:`.guessing`) or "held up" /
+    "inconclusive" where no lemma applies."""
 
     claim: str
     bound: str

@@ -1,5 +1,5 @@
 """Running ``cloaknet experiment collusion``: simulate and attack every sweep, attack the
-networked views, then write the tables, plots and"""
+networked views, then write the tables, plots and report."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 from rich.console import Console
 
+from cloaknet.experiments.collusion.guessing import guess_headlines, guess_sentence
 from cloaknet.experiments.collusion.headlines import (
     colluders_headlines,
-    messages_headlines,
     profile_headlines,
     smoothness_headlines,
 )
@@ -104,10 +104,10 @@ def run_collusion_experiment(
     plot_messages(out / "loss_vs_m.png", settings, messages)
     plot_colluders(out / "loss_vs_colluders.png", settings, colluders)
     plot_smoothness(out / "smoothness_vs_bound.png", smoothness)
-    plot_profile(out / "privacy_profile.png", settings, profile)
+    plot_profile(out / "privacy_profile.png", settings, profile, messages)
 
     headline = [
-        *messages_headlines(settings, messages),
+        *guess_headlines(settings, messages),
         *colluders_headlines(settings, colluders),
         *smoothness_headlines(smoothness),
         *profile_headlines(settings, rows),
@@ -121,7 +121,10 @@ def run_collusion_experiment(
         networked_section(networked),
     ]
     seconds = time.perf_counter() - started
-    (out / "report.md").write_text(report(settings, sections, headline, seconds, len(rows)))
+    guessing = [guess_sentence(settings, t) for t in messages if t.m in (1, settings.big_m)]
+    (out / "report.md").write_text(
+        report(settings, sections, headline, seconds, len(rows), guessing)
+    )
     write_json(
         out / "settings.json",
         {

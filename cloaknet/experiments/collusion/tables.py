@@ -73,21 +73,41 @@ def _guess_success(group: Sequence[AttackRow]) -> float:
 
 
 def messages_table(rows: Sequence[AttackRow]) -> list[MessagesRow]:
-    """Privacy loss vs m, per (mode, m) of the ``messages`` sweep."""
+    """Privacy loss vs m, per (mode, m) of the ``messages`` sweep; single-user rows also
+    split the rounds into those without any honest noise and the rest (:class:`MessagesRow`).
+    """
     table = []
     for (mode, m), group in _grouped(rows, "messages", lambda r: (r.mode, r.m)):
         finite = [r.privacy_loss for r in group if math.isfinite(r.privacy_loss)]
+        correct = sum(1 for r in group if r.guess_correct)
+        interval = wilson_interval(correct, len(group))
+        quiet = (
+            [r for r in group if not r.target_noisy and not r.other_noisy]
+            if mode == "single-user"
+            else None
+        )
+        quiet_correct = None if quiet is None else sum(1 for r in quiet if r.guess_correct)
         table.append(
             MessagesRow(
                 mode=mode,
                 m=m,
+                honest=group[0].honest,
                 trials=len(group),
                 p_infinite_loss=_p_infinite(group),
                 median_loss=_median_loss(group),
                 p90_finite_loss=order_quantile(finite, 0.9),
-                guess_success=_guess_success(group),
+                correct=correct,
+                guess_success=correct / len(group),
+                guess_ci_low=interval.low,
+                guess_ci_high=interval.high,
                 prior_success=mean(r.prior_success for r in group),
                 p_distinct=proportion(r.distinct for r in group),
+                quiet_rounds=None if quiet is None else len(quiet),
+                quiet_correct=quiet_correct,
+                quiet_infinite=(
+                    None if quiet is None else sum(1 for r in quiet if math.isinf(r.privacy_loss))
+                ),
+                noisy_correct=None if quiet_correct is None else correct - quiet_correct,
             )
         )
     return table
@@ -180,13 +200,16 @@ def profile_table(settings: CollusionSettings, rows: Sequence[AttackRow]) -> lis
                 else single_user_bound(settings, settings.big_m, settings.modulus, 10, 8, q, eps)
             )
             over = sum(1 for r in group if r.privacy_loss > eps)
+            interval = wilson_interval(over, len(group))
             points.append(
                 ProfilePoint(
                     mode=mode,
                     epsilon=eps,
                     trials=len(group),
+                    over=over,
                     empirical_delta=over / len(group) if group else math.nan,
-                    ci_low=wilson_interval(over, len(group)).low,
+                    ci_low=interval.low,
+                    ci_high=interval.high,
                     bound_delta=bound.delta if bound else None,
                 )
             )

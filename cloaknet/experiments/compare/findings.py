@@ -1,6 +1,12 @@
 """The sentences of the compare report, computed from the result rows (nothing in them is
 hard-coded): who has the lowest error, how the errors and the communication grow with n,
-how the measurements agree with the predictions, which cells used the fast path."""
+how the measurements agree with the predictions, which cells used the fast path.
+
+Every comparison of measured errors is judged by the 95% intervals of the RMSEs (χ²
+intervals from :func:`cloaknet.experiments.stats.rmse_interval`, on scipy): overlapping
+intervals are "within sampling noise" and no difference, ranking or trend is claimed for
+them (:func:`~cloaknet.experiments.stats.overlap`); a trend in n is stated only between
+cells whose intervals are disjoint, and a cause only when the plans show it."""
 
 from __future__ import annotations
 
@@ -12,10 +18,19 @@ from typing import Final
 
 from cloaknet.experiments.compare.rows import CellRow, Measurement, Plan
 from cloaknet.experiments.compare.settings import CompareSettings
-from cloaknet.experiments.stats import loglog_slope
+from cloaknet.experiments.stats import loglog_slope, overlap
 from cloaknet.experiments.text import fmt, integral, n_label, shorten, span
 
-__all__ = ["SINGLE_USER_SHUFFLED", "agreement", "find_cell", "findings", "methods_note"]
+__all__ = [
+    "SAME_PREDICTION",
+    "SINGLE_USER_SHUFFLED",
+    "agreement",
+    "cheu_rule",
+    "differences",
+    "find_cell",
+    "findings",
+    "methods_note",
+]
 
 #: Protocols protecting single-user changes in the shuffled model (central is a trusted
 #: curator; the sum-preserving cloak protects a weaker neighbouring notion).
@@ -59,11 +74,42 @@ def _measurement(row: CellRow | None) -> Measurement | None:
     return row.measurement if row is not None and row.plan is not None else None
 
 
+def _interval(row: CellRow | None) -> tuple[float, float] | None:
+    m = _measurement(row)
+    return None if m is None else (m.rmse_ci_low, m.rmse_ci_high)
+
+
 def _overlap(a: CellRow | None, b: CellRow | None) -> bool:
-    ma, mb = _measurement(a), _measurement(b)
-    if ma is None or mb is None:
-        return False
-    return ma.rmse_ci_low <= mb.rmse_ci_high and mb.rmse_ci_low <= ma.rmse_ci_high
+    ia, ib = _interval(a), _interval(b)
+    return ia is not None and ib is not None and overlap(ia, ib)
+
+
+def _with_ci(f: _Feasible) -> str:
+    m = f.measurement
+    if m is None:
+        return "not measured"
+    return f"{fmt(m.measured_rmse)} [{fmt(m.rmse_ci_low)}, {fmt(m.rmse_ci_high)}]"
+
+
+def differences(cells: Sequence[_Feasible]) -> str:
+    """How the measured RMSEs of ``cells`` (one protocol, sorted by n) differ, judged by
+    their 95% intervals: "within sampling noise" when every pair overlaps, else the pairs
+    that are disjoint, each "higher" or "lower" at the larger n. "" for fewer than two
+    measured cells."""
+    measured = [f for f in cells if f.measurement is not None]
+    if len(measured) < 2:
+        return ""
+    disjoint = [
+        (a, b) for a, b in itertools.combinations(measured, 2) if not _overlap(a.row, b.row)
+    ]
+    if not disjoint:
+        return "the measured values differ only within sampling noise (all 95% intervals overlap)"
+    pairs = "; ".join(
+        f"{'lower' if (b.rmse or 0.0) < (a.rmse or 0.0) else 'higher'} at "
+        f"n = {n_label(b.users)} ({_with_ci(b)}) than at n = {n_label(a.users)} ({_with_ci(a)})"
+        for a, b in disjoint
+    )
+    return f"beyond sampling noise (disjoint 95% intervals) the error is {pairs}"
 
 
 def _lowest_errors(settings: CompareSettings, rows: Sequence[CellRow], eps: float) -> list[str]:
@@ -71,18 +117,30 @@ def _lowest_errors(settings: CompareSettings, rows: Sequence[CellRow], eps: floa
     for n in settings.users:
         ranked = sorted(
             (
-                (r.protocol, m.measured_rmse)
+                r
                 for r in rows
                 if r.epsilon == eps
                 and r.users == n
-                and (m := _measurement(r)) is not None
+                and _measurement(r) is not None
                 and r.protocol in SINGLE_USER_SHUFFLED
             ),
-            key=lambda item: item[1],
+            key=lambda r: r.measurement.measured_rmse if r.measurement else math.inf,
         )
         if not ranked:
             continue
-        listing = ", ".join(f"{name} {fmt(rmse)}" for name, rmse in ranked)
+        best = ranked[0]
+        listing = ", ".join(
+            f"{r.protocol} {fmt(r.measurement.measured_rmse)}" for r in ranked if r.measurement
+        )
+        tied = [r.protocol for r in ranked[1:] if _overlap(best, r)]
+        verdict = (
+            f"; its 95% interval overlaps {', '.join(tied)}'s, so the order among "
+            f"{'them' if len(tied) > 1 else 'the two'} is within sampling noise"
+            if tied
+            else "; its 95% interval lies below every other one's"
+            if len(ranked) > 1
+            else ""
+        )
         extra = []
         central = _measurement(find_cell(rows, "central", n, eps))
         if central is not None:
@@ -92,10 +150,11 @@ def _lowest_errors(settings: CompareSettings, rows: Sequence[CellRow], eps: floa
             extra.append(
                 f"the sum-preserving cloak (a weaker neighbouring notion) {fmt(sp.measured_rmse)}"
             )
+        best_rmse = best.measurement.measured_rmse if best.measurement else math.nan
         out.append(
             f"At n = {n_label(n)} the lowest measured RMSE among the shuffled-model protocols "
-            f"protecting single-user changes is {ranked[0][0]}'s "
-            f"{fmt(ranked[0][1])} (ranking: {listing})"
+            f"protecting single-user changes is {best.protocol}'s {fmt(best_rmse)}"
+            f"{verdict} (ranking: {listing})"
             + (f"; for reference, {' and '.join(extra)}." if extra else ".")
         )
     return out
@@ -117,20 +176,33 @@ def _bbgn_vs_central(settings: CompareSettings, rows: Sequence[CellRow], eps: fl
         return []
     low = min(ratios, key=lambda t: t[1])
     high = max(ratios, key=lambda t: t[1])
-    overlapping = all(
-        _overlap(find_cell(rows, "bbgn", n, eps), find_cell(rows, "central", n, eps))
+    apart = [
+        n
         for n, _ in ratios
-    )
+        if not _overlap(find_cell(rows, "bbgn", n, eps), find_cell(rows, "central", n, eps))
+    ]
+    if not apart:
+        judged = "the 95% intervals overlap at every n: the differences are within sampling noise."
+    else:
+        listing = "; ".join(
+            f"n = {n_label(n)}: bbgn {_with_ci(_Feasible(b, b.plan))}, central "
+            f"{_with_ci(_Feasible(c, c.plan))}"
+            for n in apart
+            if (b := find_cell(rows, "bbgn", n, eps)) is not None
+            and (c := find_cell(rows, "central", n, eps)) is not None
+            and b.plan is not None
+            and c.plan is not None
+        )
+        same = [n_label(n) for n, _ in ratios if n not in apart]
+        judged = (
+            f"the 95% intervals are disjoint at {listing}"
+            + (f"; they overlap (within sampling noise) at n = {', '.join(same)}" if same else "")
+            + "."
+        )
     return [
         f"bbgn's measured RMSE is {fmt(low[1])}× (n = {n_label(low[0])}) to "
-        f"{fmt(high[1])}× (n = {n_label(high[0])}) that of the central discrete Laplace; "
-        f"the predicted ratio is {span(predicted)}, so the "
-        "difference is within sampling noise when the 95% intervals overlap "
-        + (
-            "(they do at every n)."
-            if overlapping
-            else "(they do not at every n: see the full table)."
-        )
+        f"{fmt(high[1])}× (n = {n_label(high[0])}) that of the central discrete Laplace, "
+        f"against a predicted ratio of {span(predicted)}; {judged}"
     ]
 
 
@@ -139,7 +211,6 @@ def _blanket(ref: Sequence[CellRow]) -> list[str]:
     if not blanket:
         return []
     infeasible = [r for r in ref if r.protocol == "blanket" and not r.feasible]
-    slope = loglog_slope([(f.users, f.rmse) for f in blanket if f.rmse])
     pslope = loglog_slope([(f.users, f.plan.predicted_rmse) for f in blanket])
     text = (
         f"The privacy blanket is feasible from n = {n_label(blanket[0].users)}"
@@ -149,42 +220,107 @@ def _blanket(ref: Sequence[CellRow]) -> list[str]:
             if infeasible
             else ""
         )
-        + f"; its measured RMSE goes from {fmt(blanket[0].rmse)} to "
-        f"{fmt(blanket[-1].rmse)} between n = {n_label(blanket[0].users)} "
-        f"and n = {n_label(blanket[-1].users)}"
+        + f"; its measured RMSE is {_with_ci(blanket[0])} at n = {n_label(blanket[0].users)}"
     )
-    if slope is not None and pslope is not None:
-        text += (
-            f", a log-log slope of {slope:.3f} (predicted {pslope:.3f}; Figure 1's "
-            f"n^(1/6) is {1 / 6:.3f})"
-        )
+    if len(blanket) > 1:
+        text += f" and {_with_ci(blanket[-1])} at n = {n_label(blanket[-1].users)}"
+        trend = differences(blanket)
+        if trend:
+            text += f": {trend}"
+        disjoint_ends = not _overlap(blanket[0].row, blanket[-1].row)
+        slope = loglog_slope([(f.users, f.rmse) for f in blanket if f.rmse])
+        if slope is not None and pslope is not None and disjoint_ends:
+            text += f"; log-log slope {slope:.3f}"
+        if pslope is not None:
+            text += (
+                f"; the predicted RMSE's log-log slope is {pslope:.3f} (Figure 1's n^(1/6): "
+                f"{1 / 6:.3f})"
+            )
     ks = [f.plan.precision for f in blanket]
     text += f"; its precision k is {', '.join(str(k) for k in ks)} at these n."
     return [text]
 
 
+def cheu_rule(cells: Sequence[CellRow]) -> str:
+    """What the ``cheu`` cells send, named as what it is: the project's calibrated variant of
+    Cheu et al.'s unary randomized response, with the rule of
+    :class:`cloaknet.protocols.CheuProtocol` and, per n, whether r = k or the p <= 1/2 cap
+    set r. "" without feasible cheu cells."""
+    cheu = sorted((r for r in cells if r.protocol == "cheu" and r.plan), key=lambda r: r.users)
+    if not cheu:
+        return ""
+    capped = [
+        r
+        for r in cheu
+        if r.plan and r.plan.precision is not None and r.plan.messages_per_user > r.plan.precision
+    ]
+    levelled = [r for r in cheu if r not in capped]
+    per_n = ", ".join(
+        f"n = {n_label(r.users)}: k = {r.plan.precision}, r = "
+        f"{fmt(integral(r.plan.messages_per_user))}"
+        for r in cheu
+        if r.plan is not None
+    )
+    text = (
+        "cheu is the project's calibrated variant of Cheu et al.'s unary randomized response, "
+        "not the published parameterisation: each user rounds x randomly to k = ⌈ε√n⌉ levels "
+        "and sends r >= k one-bit messages, each replaced by a uniform bit with probability p; "
+        "p is calibrated numerically (exact binomial tails) so that the other users' replaced "
+        "bits hide a shift of k at (ε, 0.9δ), failing with probability at most 0.1δ; r = k "
+        "when that gives p <= 1/2, else the least r that does "
+        f"(`cloaknet.protocols.cheu`). Here {per_n}"
+    )
+    if capped and not levelled:
+        text += ": at every n the p <= 1/2 cap, not ε√n, sets the number of bits."
+    elif capped:
+        text += (
+            f": the p <= 1/2 cap sets r at n = {', '.join(n_label(r.users) for r in capped)}, "
+            f"and r = k = ⌈ε√n⌉ at n = {', '.join(n_label(r.users) for r in levelled)}."
+        )
+    else:
+        text += ": r = k = ⌈ε√n⌉ at every n, Figure 1's first line."
+    return text
+
+
 def _cheu(ref: Sequence[CellRow]) -> list[str]:
     cheu = _feasible(ref, "cheu")
-    if len(cheu) < 2:
+    if not cheu:
         return []
-    slope = loglog_slope([(f.users, f.plan.messages_per_user) for f in cheu])
-    equal = [f for f in cheu if f.plan.precision == f.plan.messages_per_user]
     first, last = cheu[0], cheu[-1]
-    return [
-        f"Cheu et al. send {fmt(integral(first.plan.messages_per_user))} one-bit messages per "
-        f"user at n = {n_label(first.users)} and "
-        f"{fmt(integral(last.plan.messages_per_user))} at "
-        f"n = {n_label(last.users)} (log-log slope {fmt(slope)}; Figure 1: ε√n, "
-        f"slope 0.5)"
-        + (
-            f"; r equals the ε√n levels k from n = {n_label(equal[0].users)} on, while "
-            "at smaller n more bits than levels are sent to keep the replacement "
-            "probability <= 1/2."
-            if equal and equal[0] is not first
-            else "."
+    bits = ", ".join(fmt(integral(f.plan.messages_per_user)) for f in cheu)
+    text = (
+        f"cheu (the calibrated variant, see above) sends {bits} one-bit messages per user at "
+        f"n = {', '.join(n_label(f.users) for f in cheu)}"
+    )
+    if last is not first:
+        slope = loglog_slope([(f.users, f.plan.messages_per_user) for f in cheu])
+        text += f" (log-log slope {fmt(slope)}; Figure 1's ε√n has slope 0.5)"
+        text += (
+            f"; its measured RMSE is {_with_ci(first)} at n = {n_label(first.users)} and "
+            f"{_with_ci(last)} at n = {n_label(last.users)}"
         )
-        + f" Their error goes from {fmt(first.rmse)} to {fmt(last.rmse)}."
-    ]
+        trend = differences(cheu)
+        if trend:
+            text += f": {trend}"
+    else:
+        text += f"; its measured RMSE is {_with_ci(first)}"
+    return [text + "."]
+
+
+#: Predicted RMSEs closer than this (relative) count as the same: they differ only by the
+#: exact rounding bias of each n's input vector, far below any measurable difference.
+SAME_PREDICTION: Final[float] = 1e-3
+
+
+def _same_plan(cells: Sequence[_Feasible]) -> bool:
+    """Same messages, bits per message and predicted RMSE (to :data:`SAME_PREDICTION`)."""
+    first = cells[0].plan
+    return all(
+        f.plan.messages_per_user == first.messages_per_user
+        and f.plan.bits_per_message == first.bits_per_message
+        and math.isclose(f.plan.predicted_rmse, first.predicted_rmse, rel_tol=SAME_PREDICTION)
+        for f in cells
+    )
 
 
 def _cloak(settings: CompareSettings, ref: Sequence[CellRow], eps: float) -> list[str]:
@@ -213,11 +349,25 @@ def _cloak(settings: CompareSettings, ref: Sequence[CellRow], eps: float) -> lis
             f"against Figure 1's (1/ε)√log(1/δ) = {fmt(formula)} without constants (a "
             f"factor {fmt(min(errors) / formula)}–{fmt(max(errors) / formula)})"
         )
-        if any(b < a for a, b in itertools.pairwise(errors)):
+        if len(cloak) > 1 and _same_plan(cloak):
             text += (
-                "; the error is not monotone in n: the planner minimises bits per user "
-                "first and the error only among the cheapest plans"
+                f"; messages, bits and predicted RMSE ({fmt(first.plan.predicted_rmse)}) are "
+                "the same at every n"
             )
+        elif len(cloak) > 1:
+            predicted = [f.plan.predicted_rmse for f in cloak]
+            text += f"; the predicted RMSE is {', '.join(fmt(p) for p in predicted)} at these n"
+            if any(
+                b < a and not math.isclose(a, b, rel_tol=SAME_PREDICTION)
+                for a, b in itertools.pairwise(predicted)
+            ):
+                text += (
+                    " — not monotone in n, because the planner takes the fewest messages "
+                    "first and the error only among the cheapest plans"
+                )
+        trend = differences(cloak)
+        if trend:
+            text += f", and {trend}"
     return [text + "."]
 
 

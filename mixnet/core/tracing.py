@@ -1,0 +1,278 @@
+"""The trace at a mix after the entry mix: answering ``trace`` with proven accusations, and
+passing ``exclude`` on (``docs/protocol.md``, "Trace and exclude").
+
+A relay keeps its intake (the input ciphertexts and what they peeled to) and its round key
+until the round's exclusions have passed. ``trace`` goes down the chain; the last mix answers
+with one accusation per payload the application's validator refuses, each backed by its own
+step (:class:`~mixnet.core.actions.Prove`); every relay on the way back checks the accusations
+about its outputs (:class:`~mixnet.core.actions.Verify`), finds the input each came from,
+adds its own step and passes them back. It reveals an input only for an output whose
+accusation verified; a successor whose accusation does not verify, or names an item this
+mix never sent, is blamed (the round then aborts). ``exclude`` names inputs to drop: a relay
+passes their outputs on and, once the successor answered, erases its intake and key
+(``CONFIRMED``); the last mix removes their payloads, forwards the rest to the sink
+(``RELEASED``, then ``CONFIRMED``) — or, for an abort, tells the sink the round ends.
+
+Items a mix dropped without evidence (replays, layers that do not open) are counted as
+``untraced``: the entry mix aborts a round that has any, as no honest link may be revealed
+for them (``mixnet.blame``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mixnet.blame import Accusation, Failure, PayloadValidator, Step
+from mixnet.core.actions import Action, Persist, Prove, Reply, Send, Verify
+from mixnet.core.intake import split_chunks
+from mixnet.core.records import (
+    DropIntake,
+    DropOutbound,
+    EraseKey,
+    NodeRecords,
+    OutboundBatch,
+    OutboundChunk,
+    PutOutbound,
+    SetRound,
+)
+from mixnet.core.rounds import MixRounds, RoundState
+from mixnet.core.status import Role, RoundStatus
+from mixnet.errors import InternalError, MixnetError, NotReady, UnknownRound
+from mixnet.frames import AbortRound, Accused, Exclude, Excluded, Trace
+
+__all__ = ["TraceProved", "TraceVerified", "TracingMix"]
+
+#: Statuses in which a mix's part of the trace is over (a repeated request is answered
+#: with nothing to add).
+_TRACE_OVER = frozenset({RoundStatus.RELEASED, RoundStatus.CONFIRMED, RoundStatus.ABORTED})
+
+
+@dataclass(frozen=True)
+class TraceVerified:
+    """Token of the :class:`Verify` of the successor's accusations."""
+
+    round_id: int
+    reply: Accused
+
+
+@dataclass(frozen=True)
+class TraceProved:
+    """Token of the :class:`Prove` of this mix's steps for ``accusations`` (``None``: the
+    last mix's own accusations, of kind ``invalid-payload``)."""
+
+    round_id: int
+    accusations: tuple[Accusation, ...] | None
+    untraced: int
+
+
+class TracingMix(MixRounds):
+    """Mixin of :class:`~mixnet.core.relay.RelayMachine`: the trace and the exclusions.
+    Subclasses set ``hop``, ``successor`` and ``validator``."""
+
+    hop: int
+    predecessor: str
+    successor: str
+    validator: PayloadValidator
+
+    # ------------------------------------------------------------------ helpers
+
+    def _round(self, round_id: int) -> RoundState:
+        st = self.rounds.get(round_id)
+        if st is None:
+            raise UnknownRound(f"round {round_id} is unknown here")
+        return st
+
+    @staticmethod
+    def _pairs(st: RoundState) -> list[tuple[bytes, bytes]]:
+        """(input, output) of every item kept, in chunk order."""
+        pairs: list[tuple[bytes, bytes]] = []
+        for index in sorted(st.chunk_payloads):
+            inputs = st.chunk_inputs.get(index, ())
+            pairs.extend(zip(inputs, st.chunk_payloads[index], strict=True))
+        return pairs
+
+    def _hop_keys(self, st: RoundState) -> dict[int, bytes]:
+        """Hop → round public key of this mix and every later one (announced in order)."""
+        return {self.hop + i: a.public_key for i, a in enumerate(st.announcements)}
+
+    def _finish(self, st: RoundState, status: RoundStatus) -> Persist:
+        """Erase the intake and the key: the trace is over here."""
+        self._move(st, status)
+        st.chunk_payloads.clear()
+        st.chunk_inputs.clear()
+        return Persist(
+            (DropIntake(st.round_id), EraseKey(st.round_id), SetRound(st.round_id, status=status))
+        )
+
+    # ------------------------------------------------------------------ trace
+
+    def on_trace(self, frame: Trace, now: float) -> list[Action]:
+        """Event: ``trace`` from the predecessor.
+
+        :raises UnknownRound: the round is unknown here.
+        :raises NotReady: the round is not past its batch here yet (ask again later).
+        """
+        st = self._round(frame.round_id)
+        if st.status in _TRACE_OVER:
+            return [Reply(Accused(frame.round_id))]
+        if self.role is Role.LAST and st.status is RoundStatus.MIXED:
+            pairs = self._pairs(st)
+            bad = tuple(item for item, payload in pairs if not self.validator(payload))
+            token = TraceProved(frame.round_id, None, st.dropped)
+            if not bad:
+                return self.proved(token, [])
+            return [Prove(frame.round_id, bad, token)]
+        if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:
+            return [Send(Trace(frame.round_id))]
+        raise NotReady(f"round {frame.round_id} is {st.status.value} here")
+
+    def _traced(self, sent: Trace, reply: Accused) -> list[Action]:
+        """The successor answered ``trace``: check its accusations (off the loop)."""
+        st = self._round(sent.round_id)
+        if reply.round_id != sent.round_id:
+            return [Reply(Accused(sent.round_id, blame=self.successor))]
+        if reply.blame or not reply.accusations:
+            untraced = 0 if reply.blame else reply.untraced + st.dropped
+            return [Reply(Accused(sent.round_id, untraced=untraced, blame=reply.blame))]
+        token = TraceVerified(sent.round_id, reply)
+        return [Verify(sent.round_id, reply.accusations, self._hop_keys(st), token)]
+
+    def verified(self, token: object, results: Sequence[bool], now: float) -> list[Action]:
+        """Event: the adapter checked the successor's accusations (one bool each). Each
+        accused item must be an output of this mix; its input is then proven."""
+        if not isinstance(token, TraceVerified):
+            raise TypeError(f"not a trace token: {token!r}")
+        st = self._round(token.round_id)
+        blamed: list[Action] = [Reply(Accused(token.round_id, blame=self.successor))]
+        accusations = token.reply.accusations
+        if len(results) != len(accusations) or not all(results):
+            return blamed
+        origin = {output: item for item, output in self._pairs(st)}
+        inputs = []
+        for accusation in accusations:
+            item = origin.get(accusation.item)
+            if accusation.hop != self.hop + 1 or item is None:
+                return blamed  # an item this mix never sent
+            inputs.append(item)
+        untraced = token.reply.untraced + st.dropped
+        proved = TraceProved(token.round_id, accusations, untraced)
+        return [Prove(token.round_id, tuple(inputs), proved)]
+
+    def proved(
+        self, token: object, steps: Sequence[Step | MixnetError], now: float = 0.0
+    ) -> list[Action]:
+        """Event: the adapter proved this mix's steps; answer the ``trace``.
+
+        :raises InternalError: a step could not be proven (the predecessor asks again).
+        """
+        if not isinstance(token, TraceProved):
+            raise TypeError(f"not a trace token: {token!r}")
+        made: list[Step] = []
+        for step in steps:
+            if not isinstance(step, Step):
+                raise InternalError(f"a step could not be proven: {step}")
+            made.append(step)
+        if token.accusations is None:
+            accused = tuple(Accusation(Failure.INVALID_PAYLOAD, (s,)) for s in made)
+        else:
+            if len(made) != len(token.accusations):
+                raise InternalError("a step is missing")
+            accused = tuple(a.extended(s) for a, s in zip(token.accusations, made, strict=True))
+        return [Reply(Accused(token.round_id, accused, token.untraced))]
+
+    # ------------------------------------------------------------------ exclude
+
+    def on_exclude(self, frame: Exclude, now: float) -> list[Action]:
+        """Event: ``exclude`` from the predecessor (idempotent).
+
+        :raises UnknownRound: the round is unknown here.
+        :raises NotReady: the round is not past its batch here yet.
+        """
+        st = self._round(frame.round_id)
+        if st.status in _TRACE_OVER:
+            return [Reply(Excluded(frame.round_id))]
+        if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:
+            following = {item: output for item, output in self._pairs(st)}
+            outputs = tuple(following[i] for i in frame.items if i in following)
+            return [Send(Exclude(frame.round_id, outputs, frame.excluded, frame.abort))]
+        if self.role is Role.LAST and st.status is RoundStatus.MIXED:
+            return self._release(st, frame)
+        raise NotReady(f"round {frame.round_id} is {st.status.value} here")
+
+    def _excluded(self, sent: Exclude, reply: Excluded) -> list[Action]:
+        """The successor applied the exclusion: this relay's part is over."""
+        st = self._round(sent.round_id)
+        actions: list[Action] = []
+        if st.status is RoundStatus.FORWARDED:
+            status = RoundStatus.ABORTED if sent.abort else RoundStatus.CONFIRMED
+            actions.append(self._finish(st, status))
+        return [*actions, Reply(Excluded(sent.round_id))]
+
+    def _release(self, st: RoundState, frame: Exclude) -> list[Action]:
+        """Last mix: drop the excluded items' payloads and forward the rest, or abort."""
+        assert st.outbound is not None
+        if not frame.abort:
+            following = {item: payload for item, payload in self._pairs(st)}
+            removed = Counter(following[i] for i in frame.items if i in following)
+            kept: list[bytes] = []
+            for chunk in st.outbound.chunks:
+                for payload in chunk.payloads:
+                    if removed[payload] > 0:
+                        removed[payload] -= 1
+                    else:
+                        kept.append(payload)
+            clients = (st.clients or 0) - frame.excluded
+            if any(not self.validator(p) for p in kept) or clients < 0:
+                reason = "the exclusions left payloads the validator refuses"
+                return self._abort_released(st, reason)
+            return self._forward_rest(st, kept, clients, frame.excluded)
+        return self._abort_released(st, frame.abort)
+
+    def _forward_rest(
+        self, st: RoundState, kept: list[bytes], clients: int, excluded: int
+    ) -> list[Action]:
+        chunks = split_chunks(kept, self.chunk_size)
+        outbound = OutboundBatch(
+            clients=clients,
+            count=len(kept),
+            chunks=tuple(OutboundChunk(i, tuple(c)) for i, c in enumerate(chunks)),
+            excluded=excluded,
+        )
+        self._move(st, RoundStatus.RELEASED)
+        st.outbound = outbound
+        st.clients = clients
+        st.acked.clear()
+        st.chunk_payloads.clear()
+        st.chunk_inputs.clear()
+        r = st.round_id
+        persist = Persist(
+            (
+                DropOutbound(r),
+                PutOutbound(r, outbound),
+                DropIntake(r),
+                EraseKey(r),
+                SetRound(r, status=RoundStatus.RELEASED, clients=clients),
+            )
+        )
+        return [persist, Reply(Excluded(r)), *self._send_next(st)]
+
+    def _abort_released(self, st: RoundState, reason: str) -> list[Action]:
+        persist = self._finish(st, RoundStatus.ABORTED)
+        st.outbound = None
+        st.abort_reply = True
+        writes = (*persist.writes, DropOutbound(st.round_id))
+        return [Persist(writes), Send(AbortRound(st.round_id, reason))]
+
+    # ------------------------------------------------------------------ recovery
+
+    def _restore_held(self, st: RoundState, records: NodeRecords) -> None:
+        """Recovery: hold a mixed round's stored intake again (for its trace)."""
+        for chunk in records.chunks.get(st.round_id, ()):
+            if chunk.sender != self.predecessor:
+                continue
+            st.chunk_payloads[chunk.index] = chunk.payloads
+            if chunk.inputs:
+                st.chunk_inputs[chunk.index] = chunk.inputs
+            st.dropped += chunk.dropped

@@ -1,0 +1,164 @@
+"""The entry mix's side of the trace: it asks for the chain's verdict on its batch and
+excludes the submissions proven bad (``docs/protocol.md``, "Trace and exclude").
+
+Once its batch is acknowledged (``FORWARDED``) the entry mix sends ``trace`` down the chain
+(again after :data:`TRACE_RETRY` seconds while a later mix is not ready or unreachable). It
+checks every accusation it gets back (:class:`~mixnet.core.actions.Verify`), maps each
+accused hop-1 item to the submission it came from, and sends ``exclude`` with every item of
+those submissions; once the chain answered, the round is ``CONFIRMED`` and its intake is
+erased. It aborts the round instead (``exclude`` with a reason) when a mix is blamed, when
+items were dropped downstream without evidence, or when fewer than ``min_users``
+submissions would remain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mixnet.core.actions import Action, Persist, Send, Verify
+from mixnet.core.policy import RoundPolicy
+from mixnet.core.records import DropIntake, ForgetReceipts, SetRound
+from mixnet.core.rounds import MixRounds, RoundState
+from mixnet.core.status import RoundStatus
+from mixnet.errors import MixnetError
+from mixnet.frames import Accused, Exclude, Excluded, Frame, Trace
+
+__all__ = ["TRACE_RETRY", "EntryVerdict", "VerdictChecked"]
+
+#: Seconds before the entry mix asks for a round's verdict again after a refusal.
+TRACE_RETRY = 1.0
+
+
+@dataclass(frozen=True)
+class VerdictChecked:
+    """Token of the :class:`Verify` of the chain's accusations about the entry's batch."""
+
+    round_id: int
+    reply: Accused
+
+
+class EntryVerdict(MixRounds):
+    """Mixin of :class:`~mixnet.core.entry.EntryMachine`. Subclasses set ``policy`` and
+    ``successor``."""
+
+    policy: RoundPolicy
+    successor: str
+
+    # ------------------------------------------------------------------ timer
+
+    def verdict_timer(self) -> float | None:
+        """When a round's ``trace`` is due again (``None``: none is waiting)."""
+        due = [st.trace_at for st in self.rounds.values() if st.trace_at is not None]
+        return min(due, default=None)
+
+    def handle_verdict_timer(self, now: float) -> list[Action]:
+        """Ask again for the verdict of every round whose retry is due."""
+        actions: list[Action] = []
+        for st in self.rounds.values():
+            if st.trace_at is not None and now >= st.trace_at:
+                st.trace_at = None
+                if st.status is RoundStatus.FORWARDED:
+                    actions.append(Send(Trace(st.round_id)))
+        return actions
+
+    # ------------------------------------------------------------------ events
+
+    def _forwarded(self, st: RoundState) -> list[Action]:
+        return [Send(Trace(st.round_id))]
+
+    def verdict_reply(self, sent: Frame, reply: Frame, now: float) -> list[Action] | None:
+        """Handle the successor's answer to ``trace`` or ``exclude``; ``None`` if ``sent``
+        is neither."""
+        if isinstance(sent, Trace) and isinstance(reply, Accused):
+            st = self.rounds.get(sent.round_id)
+            if st is None or st.status is not RoundStatus.FORWARDED:
+                return []
+            if reply.round_id != sent.round_id:
+                return self._conclude(st, f"mix {self.successor} answered for another round")
+            if reply.blame:
+                return self._conclude(st, f"mix {reply.blame} could not back its accusations")
+            if not reply.accusations:
+                return self._exclude(st, reply, [])
+            keys = {hop: a.public_key for hop, a in enumerate(st.announcements)}
+            token = VerdictChecked(st.round_id, reply)
+            return [Verify(st.round_id, reply.accusations, keys, token)]
+        if isinstance(sent, Exclude) and isinstance(reply, Excluded):
+            st = self.rounds.get(sent.round_id)
+            if st is None or st.status is not RoundStatus.FORWARDED:
+                return []
+            return self._confirmed(st, sent)
+        return None
+
+    def verdict_error(self, sent: Frame, error: MixnetError, now: float) -> list[Action] | None:
+        """The successor refused ``trace`` or ``exclude`` (not ready yet, or restarting):
+        ask for the verdict again after :data:`TRACE_RETRY` seconds. ``None`` if ``sent``
+        is neither."""
+        if not isinstance(sent, Trace | Exclude):
+            return None
+        st = self.rounds.get(sent.round_id)
+        if st is not None and st.status is RoundStatus.FORWARDED:
+            st.trace_at = now + TRACE_RETRY
+        return []
+
+    def verified(self, token: object, results: Sequence[bool], now: float) -> list[Action]:
+        """Event: the adapter checked the chain's accusations (one bool each)."""
+        if not isinstance(token, VerdictChecked):
+            raise TypeError(f"not a verdict token: {token!r}")
+        st = self.rounds.get(token.round_id)
+        if st is None or st.status is not RoundStatus.FORWARDED:
+            return []
+        accusations = token.reply.accusations
+        blame = f"mix {self.successor} could not back its accusations"
+        if len(results) != len(accusations) or not all(results):
+            return self._conclude(st, blame)
+        origin = {item: client for client, items in st.submissions.items() for item in items}
+        clients = []
+        for accusation in accusations:
+            client = origin.get(accusation.item)
+            if accusation.hop != 1 or client is None:
+                return self._conclude(st, blame)  # an item this mix never sent
+            clients.append(client)
+        return self._exclude(st, token.reply, clients)
+
+    # ------------------------------------------------------------------ outcomes
+
+    def _exclude(self, st: RoundState, reply: Accused, clients: Sequence[str]) -> list[Action]:
+        """Exclude the submissions of ``clients`` (or abort, see the module docstring)."""
+        if reply.untraced:
+            return self._conclude(
+                st,
+                f"{reply.untraced} items were dropped after the entry mix without evidence "
+                "(a layer that did not open, or a replay): they cannot be traced",
+            )
+        excluded = sorted(set(clients))
+        remaining = len(st.submissions) - len(excluded)
+        if remaining < self.policy.min_users:
+            return self._conclude(
+                st,
+                f"{len(excluded)} submissions were excluded; the {remaining} left are fewer "
+                f"than min_users = {self.policy.min_users}",
+            )
+        items = tuple(item for client in excluded for item in st.submissions[client])
+        return [Send(Exclude(st.round_id, items, len(excluded)))]
+
+    def _conclude(self, st: RoundState, reason: str) -> list[Action]:
+        """Abort the round down the chain for ``reason``."""
+        return [Send(Exclude(st.round_id, (), 0, reason))]
+
+    def _confirmed(self, st: RoundState, sent: Exclude) -> list[Action]:
+        """The chain applied the exclusion (or the abort): the round is over here."""
+        r = st.round_id
+        if sent.abort:
+            self._move(st, RoundStatus.ABORTED)
+            st.receipts.clear()  # clients submit afresh
+            writes: tuple[DropIntake | ForgetReceipts | SetRound, ...] = (
+                DropIntake(r),
+                ForgetReceipts(r),
+                SetRound(r, status=RoundStatus.ABORTED),
+            )
+        else:
+            self._move(st, RoundStatus.CONFIRMED)
+            writes = (DropIntake(r), SetRound(r, status=RoundStatus.CONFIRMED))
+        st.submissions.clear()
+        return [Persist(writes)]

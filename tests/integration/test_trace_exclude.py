@@ -1,0 +1,122 @@
+"""Trace and exclude through a real in-process chain: real onions, real Chaum–Pedersen steps,
+real sqlite. One poisoned submission among honest ones no longer voids the round."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from cloaknet.client import RoundAborted, connect
+from cloaknet.encoding import encode_share, quantize
+from cloaknet.localchain import local_chain
+from cloaknet.params import CloakParams, share_width
+from cloaknet.protocols import CloakProtocol
+from mixnet.chain import RoundPolicy
+
+USERS = 6
+PARAMS = CloakParams(modulus=1_000_003, precision=100, messages=4, max_users=USERS + 1)
+VALUES = [0.11, 0.25, 0.5, 0.01, 0.99, 0.42]
+
+
+def policy(low: int, high: int) -> RoundPolicy:
+    return RoundPolicy(min_users=low, max_users=high, deadline_seconds=60.0)
+
+
+def honest_sum() -> Fraction:
+    return Fraction(sum(quantize(v, PARAMS.precision) for v in VALUES), PARAMS.precision)
+
+
+@pytest.mark.parametrize("poison", ["share >= N", "all ones"])
+async def test_a_poisoned_submission_is_excluded_and_the_sum_is_exact(
+    tmp_path: Path, poison: str
+) -> None:
+    """Six honest users and one whose last layer holds a payload the analyzer cannot take
+    (a share >= N, or all ones): the round completes with the exact sum of the six honest
+    users and ``excluded = 1``."""
+    protocol = CloakProtocol(PARAMS)
+    width = share_width(PARAMS.modulus)
+    async with (
+        local_chain(tmp_path, protocol, policy(USERS, USERS + 1), mixes=3) as chain,
+        connect(chain.chain) as net,
+    ):
+        client = net.mixnet
+
+        def poisoned_payloads() -> list[bytes]:
+            good = [encode_share(1, PARAMS.modulus) for _ in range(PARAMS.messages)]
+            if poison == "share >= N":
+                good[1] = (PARAMS.modulus + 7).to_bytes(width, "big")
+            else:
+                good[1] = b"\xff" * width
+            return good
+
+        bad = client.submit(poisoned_payloads)
+        receipts = await net.submit_many(VALUES, concurrency=3)
+        bad_receipt = await bad
+        assert {r.round for r in receipts} == {bad_receipt.round_id}
+        result = await net.result(bad_receipt.round_id, timeout=60)
+    assert result.raw["status"] == "ok", result.raw
+    assert result.raw["excluded"] == 1
+    assert result.users == USERS
+    assert Fraction(result.raw["estimate_exact"]) == honest_sum()
+
+
+async def test_too_few_left_after_exclusion_aborts_the_round(tmp_path: Path) -> None:
+    """min_users = all seven: excluding the poisoned one would leave six, so the round is
+    aborted, with the reason in the analyzer's result."""
+    protocol = CloakProtocol(PARAMS)
+    width = share_width(PARAMS.modulus)
+    strict = policy(USERS + 1, USERS + 1)
+    async with (
+        local_chain(tmp_path, protocol, strict, mixes=2) as chain,
+        connect(chain.chain) as net,
+    ):
+        bad = net.mixnet.submit(lambda: [b"\xff" * width] * PARAMS.messages)
+        receipts = await net.submit_many(VALUES, concurrency=3)
+        round_id = (await bad).round_id
+        assert {r.round for r in receipts} == {round_id}
+        with pytest.raises(RoundAborted):
+            await net.result(round_id, timeout=60)
+        stored = await chain.analyzer.result(round_id)
+    assert stored is not None and stored["status"] == "aborted"
+    assert "fewer than min_users" in str(stored.get("reason"))
+
+
+async def test_a_mix_that_accuses_an_honest_item_is_blamed_and_learns_no_link(
+    tmp_path: Path,
+) -> None:
+    """The last mix lies: it calls an honest payload invalid and proves its own step for it
+    (a real Chaum–Pedersen proof). Its predecessor checks the accusation with the real
+    validator, refuses it without proving anything (no link of its own is revealed), and the
+    round aborts naming the last mix."""
+    protocol = CloakProtocol(PARAMS)
+    async with (
+        local_chain(tmp_path, protocol, policy(USERS, USERS), mixes=3) as chain,
+        connect(chain.chain) as net,
+    ):
+        last, middle = chain.mixes[2], chain.mixes[1]
+        target = encode_share(0, PARAMS.modulus)
+        last.machine.validator = lambda payload: payload != target  # type: ignore[union-attr]
+        proofs: list[int] = []
+        honest_prove = middle.prove
+
+        async def counting_prove(action):  # type: ignore[no-untyped-def]
+            proofs.append(len(action.items))
+            return await honest_prove(action)
+
+        middle.prove = counting_prove  # type: ignore[method-assign]
+
+        def with_a_zero_share() -> list[bytes]:
+            return [target] + [encode_share(1, PARAMS.modulus)] * (PARAMS.messages - 1)
+
+        bad = net.mixnet.submit(with_a_zero_share)
+        receipts = await net.submit_many(VALUES[:-1], concurrency=3)
+        round_id = (await bad).round_id
+        assert {r.round for r in receipts} == {round_id}
+        with pytest.raises(RoundAborted):
+            await net.result(round_id, timeout=60)
+        stored = await chain.analyzer.result(round_id)
+    assert stored is not None
+    assert "mix mix3 could not back its accusations" in str(stored.get("reason"))
+    assert proofs == []  # mix2 revealed no input

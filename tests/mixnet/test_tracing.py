@@ -1,0 +1,296 @@
+"""The trace, one machine at a time: what a relay, the last mix and the entry mix do with
+``trace``, ``accused``, ``exclude`` and ``excluded`` — and above all what they refuse to do
+(no step is proven, so no link revealed, for an accusation that does not hold)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import pytest
+
+from mixnet.blame import Accusation, Failure, Step
+from mixnet.core.actions import Action, Mix, Persist, Prove, Reply, Send, Verify
+from mixnet.core.records import (
+    DropIntake,
+    DropOutbound,
+    EraseKey,
+    ForgetReceipts,
+    OutboundBatch,
+    OutboundChunk,
+    PutOutbound,
+    SetRound,
+)
+from mixnet.core.relay import RelayMachine
+from mixnet.core.status import RoundStatus
+from mixnet.core.tracing import TraceProved
+from mixnet.core.verdict import TRACE_RETRY, VerdictChecked
+from mixnet.errors import MixnetError, NotReady
+from mixnet.frames import (
+    Aborted,
+    AbortRound,
+    Accused,
+    Batch,
+    BatchAck,
+    Exclude,
+    Excluded,
+    OpenRound,
+    RoundKeys,
+    Trace,
+)
+from tests.mixnet.test_machines import (
+    DEADLINE_S,
+    LAYER,
+    NOW,
+    PRED,
+    RELAY_ITEM,
+    VALUE,
+    Keys,
+    announcement,
+    chunk_frame,
+    item,
+    one,
+    open_entry,
+    receive_and_store,
+    store,
+    submit_frame,
+)
+
+S = RoundStatus
+R = 5
+
+
+def valid(payload: bytes) -> bool:
+    return payload[0] != 0xFF
+
+
+def relay_at(*, last: bool, items: Sequence[bytes]) -> tuple[RelayMachine, list[Action]]:
+    """A relay (hop 1 of 3, or the last mix: hop 2 of 3) that received ``items`` in one
+    chunk and mixed them in order; returns it and the actions of ``mixed``."""
+    hop = 2 if last else 1
+    relay = RelayMachine(
+        name=f"mix{hop + 1}", predecessor=PRED, item_length=len(items[0]), chunk_size=2,
+        keys=Keys(f"mix{hop + 1}", hop + 1), hop=hop, successor="sink" if last else "mix3",
+        last=last, validator=valid,
+    )  # fmt: skip
+    relay.on_open_round(OpenRound(R), NOW)
+    relay.on_reply(OpenRound(R), RoundKeys(R, () if last else (announcement("mix3", 3, R),)), NOW)
+    acts = receive_and_store(relay, chunk_frame(0, items, chunks=1, count=len(items)))
+    assert isinstance(acts[-1], Mix)
+    outputs = [i[:-LAYER] for i in items]
+    return relay, relay.mixed(R, [outputs])
+
+
+def forwarded_relay(items: Sequence[bytes]) -> RelayMachine:
+    relay, acts = relay_at(last=False, items=items)
+    batch = one(acts, Send).frame
+    assert isinstance(batch, Batch)
+    relay.on_reply(batch, BatchAck(R, 0), NOW)
+    assert relay.status(R) is S.FORWARDED
+    return relay
+
+
+def step(hop: int, item_: bytes) -> Step:
+    return Step(hop, item_, bytes(32), bytes(96))
+
+
+def accusation_of(output: bytes, hop: int = 2) -> Accusation:
+    """An accusation (structure only: the machine leaves the crypto to Verify)."""
+    return Accusation(Failure.INVALID_PAYLOAD, (step(hop, output),))
+
+
+class TestRelay:
+    items: ClassVar[list[bytes]] = [item(RELAY_ITEM) for _ in range(2)]
+
+    def test_trace_is_not_ready_before_the_batch_is_forwarded(self) -> None:
+        relay, _ = relay_at(last=False, items=self.items)
+        with pytest.raises(NotReady):
+            relay.on_trace(Trace(R), NOW)
+        with pytest.raises(NotReady):
+            relay.on_exclude(Exclude(R, ()), NOW)
+
+    def test_the_successor_announcements_are_kept_for_verifying(self) -> None:
+        relay = forwarded_relay(self.items)
+        assert relay.on_trace(Trace(R), NOW) == [Send(Trace(R))]
+        acc = accusation_of(self.items[0][:-LAYER])
+        verify = one(relay.on_reply(Trace(R), Accused(R, (acc,)), NOW), Verify)
+        assert verify.keys == {1: bytes([2]) * 32, 2: bytes([3]) * 32}
+
+    def test_a_verified_accusation_is_traced_one_hop_back(self) -> None:
+        relay = forwarded_relay(self.items)
+        out = self.items[1][:-LAYER]
+        reply = Accused(R, (accusation_of(out),), untraced=0)
+        verify = one(relay.on_reply(Trace(R), reply, NOW), Verify)
+        prove = one(relay.verified(verify.token, [True], NOW), Prove)
+        assert list(prove.items) == [self.items[1]]  # the input that produced it
+        mine = step(1, self.items[1])
+        (answer,) = relay.proved(prove.token, [mine], NOW)
+        assert answer == Reply(Accused(R, (reply.accusations[0].extended(mine),), 0))
+
+    @pytest.mark.parametrize("problem", ["does not verify", "not our output", "wrong hop"])
+    def test_an_accusation_that_does_not_hold_blames_the_successor_and_reveals_nothing(
+        self, problem: str
+    ) -> None:
+        relay = forwarded_relay(self.items)
+        out = self.items[0][:-LAYER]
+        acc = {
+            "does not verify": accusation_of(out),
+            "not our output": accusation_of(b"\1" * len(out)),
+            "wrong hop": accusation_of(out, hop=1),
+        }[problem]
+        verify = one(relay.on_reply(Trace(R), Accused(R, (acc,)), NOW), Verify)
+        acts = relay.verified(verify.token, [problem != "does not verify"], NOW)
+        assert acts == [Reply(Accused(R, blame="mix3"))]  # no Prove: no input is named
+
+    def test_a_blame_from_further_down_is_passed_back(self) -> None:
+        relay = forwarded_relay(self.items)
+        acts = relay.on_reply(Trace(R), Accused(R, blame="mix3"), NOW)
+        assert acts == [Reply(Accused(R, blame="mix3"))]
+
+    def test_exclude_passes_the_outputs_on_and_then_erases(self) -> None:
+        relay = forwarded_relay(self.items)
+        frame = Exclude(R, (self.items[0], b"\7" * RELAY_ITEM), excluded=1)
+        acts = relay.on_exclude(frame, NOW)
+        assert acts == [Send(Exclude(R, (self.items[0][:-LAYER],), 1))]
+        acts = relay.on_reply(acts[0].frame, Excluded(R), NOW)  # type: ignore[union-attr]
+        assert acts == [
+            Persist((DropIntake(R), EraseKey(R), SetRound(R, status=S.CONFIRMED))),
+            Reply(Excluded(R)),
+        ]
+        assert relay.status(R) is S.CONFIRMED
+        assert relay.on_exclude(frame, NOW) == [Reply(Excluded(R))]  # a retry
+        assert relay.on_trace(Trace(R), NOW) == [Reply(Accused(R))]
+
+
+class TestLastMix:
+    good = item(VALUE + LAYER)
+    bad = b"\xff" + item(VALUE + LAYER)[1:]
+
+    def test_it_holds_the_batch_and_accuses_what_the_validator_refuses(self) -> None:
+        last, acts = relay_at(last=True, items=[self.good, self.bad])
+        assert not any(isinstance(a, Send) for a in acts)  # nothing goes to the sink yet
+        prove = one(last.on_trace(Trace(R), NOW), Prove)
+        assert list(prove.items) == [self.bad]
+        assert prove.token == TraceProved(R, None, 0)
+        (answer,) = last.proved(prove.token, [step(2, self.bad)], NOW)
+        assert answer == Reply(Accused(R, (accusation_of(self.bad),)))
+
+    def test_exclusion_releases_the_rest_to_the_sink(self) -> None:
+        last, _ = relay_at(last=True, items=[self.good, self.bad])
+        acts = last.on_exclude(Exclude(R, (self.bad,), excluded=1), NOW)
+        kept = OutboundBatch(1, 1, (OutboundChunk(0, (self.good[:-LAYER],)),), excluded=1)
+        assert acts[:2] == [
+            Persist(
+                (
+                    DropOutbound(R),
+                    PutOutbound(R, kept),
+                    DropIntake(R),
+                    EraseKey(R),
+                    SetRound(R, status=S.RELEASED, clients=1),
+                )
+            ),
+            Reply(Excluded(R)),
+        ]
+        batch = one(acts, Send).frame
+        assert batch == Batch(R, "mix3", 0, 1, 1, 1, (self.good[:-LAYER],), excluded=1)
+        last.on_reply(batch, BatchAck(R, 0), NOW)
+        assert last.status(R) is S.CONFIRMED
+
+    def test_an_exclusion_that_leaves_an_invalid_payload_aborts(self) -> None:
+        last, _ = relay_at(last=True, items=[self.good, self.bad])
+        acts = last.on_exclude(Exclude(R, (), excluded=0), NOW)
+        abort = one(acts, Send).frame
+        assert isinstance(abort, AbortRound) and "validator refuses" in abort.reason
+        assert last.status(R) is S.ABORTED
+        # the predecessor hears of it once the sink has recorded the abort
+        assert last.on_reply(abort, Aborted(R), NOW) == [Reply(Excluded(R))]
+
+    def test_an_abort_is_passed_to_the_sink(self) -> None:
+        last, _ = relay_at(last=True, items=[self.good, self.bad])
+        acts = last.on_exclude(Exclude(R, (), abort="mix mix2 could not back it"), NOW)
+        assert one(acts, Send).frame == AbortRound(R, "mix mix2 could not back it")
+
+
+class TestEntry:
+    def forwarded(self) -> tuple[object, dict[str, tuple[bytes, ...]]]:
+        m, _ = open_entry()
+        for client in ("a", "b", "c"):
+            store(m, submit_frame(client))
+        batch = one(
+            m.mixed(1, [[p for sub in m.rounds[1].submissions.values() for p in sub]]), Send
+        ).frame
+        assert m.on_reply(batch, BatchAck(1, 0), NOW)[-1] == Send(Trace(1))
+        return m, dict(m.rounds[1].submissions)
+
+    def test_an_accused_item_excludes_its_whole_submission(self) -> None:
+        m, subs = self.forwarded()
+        acc = Accusation(Failure.INVALID_PAYLOAD, (step(1, subs["b"][1]), step(2, b"x")))
+        verify = one(m.on_reply(Trace(1), Accused(1, (acc,)), NOW), Verify)  # type: ignore[attr-defined]
+        assert verify.token == VerdictChecked(1, Accused(1, (acc,)))
+        acts = m.verified(verify.token, [True], NOW)  # type: ignore[attr-defined]
+        assert acts == [Send(Exclude(1, subs["b"], 1))]
+        done = m.on_reply(Exclude(1, subs["b"], 1), Excluded(1), NOW)  # type: ignore[attr-defined]
+        assert done == [Persist((DropIntake(1), SetRound(1, status=S.CONFIRMED)))]
+
+    @pytest.mark.parametrize(
+        ("reply", "checks", "reason"),
+        [
+            (Accused(1, blame="mix3"), None, "mix mix3 could not back"),
+            (Accused(1, untraced=2), None, "2 items were dropped"),
+            ("forged", [False], "mix mix2 could not back"),
+            ("unknown item", [True], "mix mix2 could not back"),
+        ],
+    )
+    def test_the_round_aborts_when_the_verdict_does_not_hold(
+        self, reply: Accused | str, checks: list[bool] | None, reason: str
+    ) -> None:
+        m, subs = self.forwarded()
+        m.successor = "mix2"  # type: ignore[attr-defined]
+        if isinstance(reply, str):
+            target = subs["a"][0] if reply == "forged" else b"\5" * len(subs["a"][0])
+            reply = Accused(1, (Accusation(Failure.INVALID_PAYLOAD, (step(1, target),)),))
+        acts = m.on_reply(Trace(1), reply, NOW)  # type: ignore[attr-defined]
+        if checks is not None:
+            acts = m.verified(one(acts, Verify).token, checks, NOW)  # type: ignore[attr-defined]
+        exclude = one(acts, Send).frame
+        assert isinstance(exclude, Exclude) and exclude.items == () and reason in exclude.abort
+        done = m.on_reply(exclude, Excluded(1), NOW)  # type: ignore[attr-defined]
+        assert done == [
+            Persist((DropIntake(1), ForgetReceipts(1), SetRound(1, status=S.ABORTED)))
+        ]
+
+    def test_too_few_left_aborts(self) -> None:
+        m, subs = self.forwarded()  # min_users = 2 of 3
+        accs = tuple(
+            Accusation(Failure.INVALID_PAYLOAD, (step(1, subs[c][0]),)) for c in ("a", "b")
+        )
+        verify = one(m.on_reply(Trace(1), Accused(1, accs), NOW), Verify)  # type: ignore[attr-defined]
+        exclude = one(m.verified(verify.token, [True, True], NOW), Send).frame  # type: ignore[attr-defined]
+        assert isinstance(exclude, Exclude) and "fewer than min_users = 2" in exclude.abort
+
+    def test_a_not_ready_chain_is_asked_again(self) -> None:
+        m, _ = self.forwarded()
+        err: MixnetError = NotReady("round 1 is mixed here")
+        assert m.on_send_error(Trace(1), err, NOW) == []  # type: ignore[attr-defined]
+        assert m.verdict_timer() == NOW + TRACE_RETRY  # type: ignore[attr-defined]
+        acts = m.handle_timer(NOW + TRACE_RETRY + DEADLINE_S)  # type: ignore[attr-defined]
+        assert Send(Trace(1)) in acts
+
+
+def test_a_pruned_round_reopened_is_refused_with_a_typed_error() -> None:
+    """A relay forgets finished rounds from memory; an authenticated predecessor that opens
+    or aborts one of them again gets ``round-closed``, not a store error."""
+    from mixnet.core.rounds import KEEP_ROUNDS
+    from mixnet.errors import RoundClosed
+    from tests.mixnet.test_machines import make_relay
+
+    relay, _ = make_relay()
+    relay.on_abort_round(AbortRound(1), NOW)  # round 1 ends here (aborted)
+    relay.on_open_round(OpenRound(1 + KEEP_ROUNDS), NOW)  # prunes round 1
+    assert relay.status(1) is None and 1 in relay.forgotten
+    with pytest.raises(RoundClosed):
+        relay.on_open_round(OpenRound(1), NOW)
+    with pytest.raises(RoundClosed):
+        relay.on_abort_round(AbortRound(1), NOW)
+    relay.on_open_round(OpenRound(2), NOW)  # a round never seen still opens
+    assert relay.status(2) is S.OPEN
