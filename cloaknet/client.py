@@ -18,6 +18,16 @@ retry ``accepted`` again, so a value never enters one round twice); if the round
 the submission was accepted, the value is encoded afresh for the next round. A submission
 returns once the entry mix has acknowledged — i.e. stored — it.
 
+On a chain with ``[admission]`` the client needs a credential — its Ed25519 client key
+(``cloaknet keygen --client``), listed in the chain file or admitted by the issuer's
+token::
+
+    async with cloaknet.client.connect("chain.toml", credential=Path("client.key")) as net:
+        receipt = await net.submit(0.42)
+
+Every submission is then signed with that key, which is also its client id; the entry mix
+takes one submission per credential per round.
+
 All randomness of the encoding comes from the client's ``rng``, by default the OS CSPRNG
 (:data:`~cloaknet.randomness.SYSTEM_RANDOM`).
 """
@@ -33,13 +43,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from nacl.signing import SigningKey
+
 from cloaknet.chainfile import CloakChain, load_chain
 from cloaknet.encoding import check_input, encode_share
 from cloaknet.errors import CloakError
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
+from mixnet.admission import parse_token
 from mixnet.client import MixnetClient
 from mixnet.errors import LinkClosed, MalformedFrame, MixnetError
 from mixnet.frames import ROUND_ID_MAX
+from mixnet.keys import read_key_file
 from mixnet.link import Backoff
 from mixnet.tls import TlsError
 from mixnet.wire import get_float, get_int
@@ -118,11 +132,24 @@ class ChainClient:
     feeds the encoding (default: the OS CSPRNG — only tests and reproducible simulations pass
     another). :attr:`mixnet` is the underlying :class:`~mixnet.client.MixnetClient`.
 
+    ``credential`` is the client's key on a chain with ``[admission]``: a key file written
+    by ``cloaknet keygen --client`` (a path, read at once) or a
+    :class:`~nacl.signing.SigningKey`; ``token`` the issuer's admission token for it (its
+    base64 text or 72 bytes; ``None`` when the key is listed in the chain file). Every
+    submission is then signed, and its client id is the key's public half, so the entry
+    mix takes one submission of this client per round (:meth:`submit_many` with a
+    credential puts at most one value into each round; the rest are refused
+    ``duplicate-client``).
+
     Construction opens nothing; :meth:`aclose` (or ``async with``) closes the connections.
 
-    :raises TypeError: ``chain`` is not a :class:`~cloaknet.chainfile.CloakChain` or ``rng``
-        not a :class:`~cloaknet.randomness.RandomSource`.
-    :raises ValueError: ``connections < 1`` or ``retry_for`` negative or not finite.
+    :raises TypeError: ``chain`` is not a :class:`~cloaknet.chainfile.CloakChain`, ``rng``
+        not a :class:`~cloaknet.randomness.RandomSource`, or ``credential`` not a path or
+        a ``SigningKey``.
+    :raises ValueError: ``connections < 1``, ``retry_for`` negative or not finite, or a
+        ``token`` without a ``credential``.
+    :raises KeyFileError: the key file cannot be read or is not private (mode 0600), or
+        the token text is not a token.
     """
 
     def __init__(
@@ -133,11 +160,16 @@ class ChainClient:
         retry_for: float = 60.0,
         rng: RandomSource = SYSTEM_RANDOM,
         workers: int | None = None,
+        credential: str | Path | SigningKey | None = None,
+        token: str | bytes | None = None,
     ) -> None:
         if not isinstance(chain, CloakChain):
             raise TypeError(f"chain must be a CloakChain, not {type(chain).__name__}")
         if not isinstance(rng, RandomSource):
             raise TypeError(f"rng must be a RandomSource, not {type(rng).__name__}")
+        signing_key = _signing_key(credential)
+        if token is not None and signing_key is None:
+            raise ValueError("an admission token needs a credential (the client's key)")
         self.chain = chain
         self.rng = rng
         self.retry_for = retry_for
@@ -149,6 +181,8 @@ class ChainClient:
             connections=connections,
             retry_for=retry_for,
             workers=workers,
+            signing_key=signing_key,
+            token=parse_token(token) if isinstance(token, str) else token,
         )
 
     async def aclose(self) -> None:
@@ -198,11 +232,13 @@ class ChainClient:
         values outside are clipped to 0 or 1. It is checked before anything is sent. A fresh
         encoding is made for each round tried; within a round, retries after a connection
         loss resend the identical onions, which the entry mix acknowledges without counting
-        them twice. ``client_id`` (1..128 characters) defaults to a random one.
+        them twice. ``client_id`` (1..128 characters) defaults to a random one; with a
+        ``credential`` it is the credential's text and may not be anything else.
 
         :raises InputRangeError: x is not a number, is NaN, or lies outside [0, 1] without
             ``clip``.
-        :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters.
+        :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters (or
+            not the credential's text).
         :raises SubmissionRejected: the submission was refused (see its ``code``).
         :raises LinkClosed: the client was closed.
         :raises TlsError: the entry mix's TLS certificate is not trusted by the chain file's
@@ -329,6 +365,17 @@ class ChainClient:
             attempt += 1
 
 
+def _signing_key(credential: str | Path | SigningKey | None) -> SigningKey | None:
+    """The client key ``credential`` names: a key file's path (read now) or the key."""
+    if credential is None or isinstance(credential, SigningKey):
+        return credential
+    if isinstance(credential, str | Path):
+        return read_key_file(credential)
+    raise TypeError(
+        f"credential must be a key file path or a SigningKey, not {type(credential).__name__}"
+    )
+
+
 def _parse_result(round_id: int, reply: dict[str, object]) -> RoundResult:
     """The :class:`RoundResult` of a ``result`` reply about ``round_id`` (raises as
     :meth:`ChainClient.result`)."""
@@ -354,11 +401,12 @@ def _first_leaf(errors: BaseExceptionGroup[BaseException]) -> BaseException:
 @contextlib.asynccontextmanager
 async def connect(chain: str | Path | CloakChain, **kwargs: Any) -> AsyncIterator[ChainClient]:
     """Open a :class:`ChainClient` for a chain file (or a loaded
-    :class:`~cloaknet.chainfile.CloakChain`); ``kwargs`` go to :class:`ChainClient`. The client
-    is closed when the block ends.
+    :class:`~cloaknet.chainfile.CloakChain`); ``kwargs`` go to :class:`ChainClient` (e.g.
+    ``credential=Path("client.key")`` and ``token=...`` on a chain with ``[admission]``).
+    The client is closed when the block ends.
 
     :raises ChainFileError: the chain file is unreadable or invalid.
-    :raises TypeError, ValueError: as :class:`ChainClient`.
+    :raises TypeError, ValueError, KeyFileError: as :class:`ChainClient`.
     """
     loaded = chain if isinstance(chain, CloakChain) else load_chain(chain)
     client = ChainClient(loaded, **kwargs)

@@ -16,6 +16,7 @@ from cloaknet.analyzer_node import analyzer_node
 from cloaknet.chainfile import SINK_TABLE, CloakChain
 from cloaknet.protocols import SummationProtocol
 from cloaknet.validator import payload_validator
+from mixnet.admission import Admission
 from mixnet.chain import ChainConfig, RoundPolicy
 from mixnet.limits import DEFAULT_LIMITS, Limits
 from mixnet.localchain import HOST, LocalTls, run_local_chain
@@ -54,6 +55,7 @@ async def local_chain(
     dump_dir: Path | None = None,
     limits: Limits = DEFAULT_LIMITS,
     tls: LocalTls | None = None,
+    admission: Admission | None = None,
 ) -> AsyncIterator[LocalChain]:
     """Run a chain of ``mixes`` mixes (``mix1`` … ``mixL``, fresh identity keys) and an
     ``analyzer`` running ``protocol``, all on 127.0.0.1 with ephemeral ports, each with its own
@@ -97,6 +99,7 @@ async def local_chain(
         check=check,
         limits=limits,
         tls=tls,
+        admission=admission,
         validator=payload_validator(protocol),
     ) as running:
         yield LocalChain(CloakChain(running.config, protocol), running.mixes, running.sink)

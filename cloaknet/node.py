@@ -84,7 +84,15 @@ def _make(
     dump_dir: Path | None,
 ) -> BaseNode:
     if identity is None:
-        return analyzer_node(settings, store, chain.protocol, dump_dir=dump_dir)
+        tls = chain.config.tls
+        return analyzer_node(
+            settings,
+            store,
+            chain.protocol,
+            dump_dir=dump_dir,
+            chain=chain.config,
+            ssl_context=None if tls is None else tls.client_context(),
+        )
     return MixNode(settings, store, identity, validator=payload_validator(chain.protocol))
 
 

@@ -31,6 +31,10 @@ A chain file is TOML::
     idle_seconds = 60.0              # no request in progress this long: connection closed
     handshake_seconds = 10.0         # TLS / websocket opening handshake, each
 
+    [admission]                      # optional: who may submit (mixnet.admission)
+    clients = ["<base64 Ed25519 public key>"]  # admitted client keys, and/or
+    issuer = "<base64 Ed25519 public key>"     # whose signed tokens admit clients
+
 Any other top-level table (e.g. ``[protocol]``, which belongs to the application) is kept
 untouched in :attr:`ChainConfig.sections`. Secret keys never appear in a chain file.
 
@@ -59,6 +63,7 @@ from urllib.parse import urlsplit
 
 from nacl.signing import VerifyKey
 
+from mixnet.admission import ADMISSION_KEYS, Admission, AdmissionError, parse_admission
 from mixnet.chain_fields import (
     NAME_PATTERN,
     name_problem,
@@ -88,6 +93,7 @@ __all__ = [
     "MAX_CHUNK_SIZE",
     "NAME_PATTERN",
     "RESERVED_SECTIONS",
+    "Admission",
     "BelowMin",
     "ChainConfig",
     "ChainConfigError",
@@ -108,7 +114,9 @@ __all__ = [
 #: Largest chain file read, in bytes.
 MAX_CHAIN_FILE_SIZE = 1 << 20
 #: Top-level tables this module interprets; every other table goes to ``sections``.
-RESERVED_SECTIONS: frozenset[str] = frozenset({"chain", "mix", "round", "tls", "limits"})
+RESERVED_SECTIONS: frozenset[str] = frozenset(
+    {"chain", "mix", "round", "tls", "limits", "admission"}
+)
 #: The TOML table of the node at the end of the chain, unless the application names it.
 DEFAULT_SINK_TABLE = "sink"
 
@@ -223,15 +231,18 @@ class ChainConfig:
     where the application runs), the round policy, and the other top-level tables of the
     chain file (``sections``, e.g. ``"protocol"``), untouched. ``sink_table`` is the TOML
     name of the sink's table (the application chooses it). ``tls`` is the ``[tls]`` table
-    (``None``: ``wss://`` connections trust the system's CAs; :mod:`mixnet.tls`) and
-    ``limits`` the ``[limits]`` table (:mod:`mixnet.limits`; defaults without one).
+    (``None``: ``wss://`` connections trust the system's CAs; :mod:`mixnet.tls`),
+    ``limits`` the ``[limits]`` table (:mod:`mixnet.limits`; defaults without one) and
+    ``admission`` the ``[admission]`` table (:mod:`mixnet.admission`; ``None``: anyone may
+    submit).
 
     Invariants (checked at construction, :class:`ChainConfigError` with the TOML field path
     otherwise): ``chain_id`` is a valid name; there is at least one mix; every mix has an
     identity key; node names are unique across mixes and sink; no two nodes share a
     host and port; ``sections`` maps str names other than ``chain``, ``mix``, ``round``,
-    ``tls``, ``limits`` and ``sink_table`` to tables; ``tls`` is a :class:`TlsConfig` or
-    ``None`` and ``limits`` a :class:`Limits`. ``mixes`` is stored as a tuple and
+    ``tls``, ``limits``, ``admission`` and ``sink_table`` to tables; ``tls`` is a
+    :class:`TlsConfig` or ``None``, ``limits`` a :class:`Limits` and ``admission`` an
+    :class:`Admission` or ``None``. ``mixes`` is stored as a tuple and
     ``sections`` as a read-only deep copy (the nested tables are plain dicts: do not mutate
     them). Instances compare by value; the hash leaves ``sections`` out.
     """
@@ -244,6 +255,7 @@ class ChainConfig:
     sink_table: str = DEFAULT_SINK_TABLE
     tls: TlsConfig | None = None
     limits: Limits = DEFAULT_LIMITS
+    admission: Admission | None = None
 
     def __post_init__(self) -> None:
         problem = name_problem(self.chain_id)
@@ -285,6 +297,11 @@ class ChainConfig:
         if not isinstance(self.limits, Limits):
             raise ChainConfigError(
                 f"expected Limits, got {type(self.limits).__name__}", field="limits"
+            )
+        if self.admission is not None and not isinstance(self.admission, Admission):
+            raise ChainConfigError(
+                f"expected an Admission or None, got {type(self.admission).__name__}",
+                field="admission",
             )
         self._check_unique()
         reserved = {*RESERVED_SECTIONS, self.sink_table}
@@ -399,7 +416,9 @@ def parse_chain_config(
     top-level keys that are not tables, values of the wrong TOML type (a boolean is not an
     integer; ``deadline_seconds`` may be an integer or a float), invalid names, URLs and
     public keys, out-of-range policy values, out-of-range ``[limits]``, a ``[tls]`` table
-    without ``ca``, duplicate node names and duplicate host:port pairs. A relative
+    without ``ca``, an ``[admission]`` table with unknown keys, keys that are not Ed25519
+    public keys, a repeated client key or no one admitted, duplicate node names and
+    duplicate host:port pairs. A relative
     ``[tls].ca`` is joined to ``base`` (when given; the CA file itself is not read here).
     Raises :class:`ChainConfigError` with ``source`` and the field path.
     """
@@ -519,6 +538,18 @@ def _parse_limits(data: Mapping[str, Any]) -> Limits:
         raise ChainConfigError(exc.problem, field=f"limits.{exc.field}") from None
 
 
+def _parse_admission(data: Mapping[str, Any]) -> Admission | None:
+    """Parse the optional ``[admission]`` table (``None`` without one: admission is off)."""
+    if "admission" not in data:
+        return None
+    table = _table(data, "admission", ADMISSION_KEYS)
+    try:
+        return parse_admission(table)
+    except AdmissionError as exc:
+        path = f"admission.{exc.field}" if exc.field else "admission"
+        raise ChainConfigError(exc.problem, field=path) from None
+
+
 def _parse(data: Mapping[str, Any], sink_table: str, base: Path | None = None) -> ChainConfig:
     """:func:`parse_chain_config` without the ``source`` (errors carry field paths)."""
     chain = _table(data, "chain", _CHAIN_KEYS)
@@ -540,6 +571,7 @@ def _parse(data: Mapping[str, Any], sink_table: str, base: Path | None = None) -
     policy = _parse_policy(data)
     tls = _parse_tls(data, base)
     limits = _parse_limits(data)
+    admission = _parse_admission(data)
     sections: dict[str, Any] = {}
     for key, value in data.items():
         if key in RESERVED_SECTIONS or key == sink_table:
@@ -559,6 +591,7 @@ def _parse(data: Mapping[str, Any], sink_table: str, base: Path | None = None) -
         sink_table=sink_table,
         tls=tls,
         limits=limits,
+        admission=admission,
     )
 
 
@@ -589,7 +622,8 @@ def render_chain_config(config: ChainConfig, *, base: Path | None = None) -> str
     Tables are written in the order ``[chain]``, ``[[mix]]``..., the sink's table,
     ``[round]`` (every key, ``chunk_size`` included), ``[tls]`` if ``config.tls`` is set
     (``ca`` relative to ``base`` when the file lies under it), ``[limits]`` (every key)
-    unless the limits are the defaults, then each section of
+    unless the limits are the defaults, ``[admission]`` if ``config.admission`` is set
+    (``clients`` in their order, then ``issuer``), then each section of
     :attr:`ChainConfig.sections` in its order, one blank line between tables, by
     :mod:`tomli_w`: within a section, plain keys come first, then nested tables as
     ``[section.sub]`` tables and arrays of tables as ``[[section.key]]`` (or inline when
@@ -617,6 +651,8 @@ def render_chain_config(config: ChainConfig, *, base: Path | None = None) -> str
         rest["tls"] = {"ca": _ca_text(config.tls.ca, base)}
     if config.limits != DEFAULT_LIMITS:
         rest["limits"] = config.limits.table()
+    if config.admission is not None:
+        rest["admission"] = config.admission.table()
     rest.update(config.sections)
     blocks.append(dumps(rest))
     return "\n".join(blocks)

@@ -13,7 +13,10 @@ opaque payloads of ``payload_length`` bytes each. :meth:`MixnetClient.submit`
    key against the identity key in the chain configuration, in chain order
    (:meth:`MixnetClient.current_round`);
 2. wraps each payload in one onion layer per mix (:func:`mixnet.onion.wrap`, in a thread
-   pool) and sends ``submit {round, client, onions}``;
+   pool) and sends ``submit {round, client, onions}``; given a client key (a chain with
+   ``[admission]``) it also sends ``credential`` (the key's public half, which is then the
+   client id), ``signature`` (over the chain, the round and the onions' digest,
+   :func:`mixnet.admission.sign_submission`) and its issuer ``token`` if it has one;
 3. on connection loss resends the *identical* frame (the entry mix acknowledges an exact
    retry again without counting it twice); if the round closed first (``round-closed`` /
    ``unknown-round``) it asks for fresh payloads and tries the next round.
@@ -31,6 +34,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 
+from nacl.signing import SigningKey
+
+from mixnet.admission import (
+    TOKEN_LENGTH,
+    credential_client_id,
+    sign_submission,
+)
 from mixnet.chain import ChainConfig
 from mixnet.core import onion_digest
 from mixnet.errors import (
@@ -110,6 +120,12 @@ class MixnetClient:
     ``workers`` sizes the wrapping thread pool (``None``: the executor's default).
     ``backoff`` spaces retries; ``max_reply`` bounds reply frames in bytes.
 
+    ``signing_key`` is the client's Ed25519 key on a chain with ``[admission]``: every
+    submission then carries its public half as ``credential`` (and as the client id), a
+    signature over (chain id, round, onion digest) and ``token`` (72 bytes,
+    :func:`mixnet.admission.issue_token`) when given — the issuer's admission of this key.
+    The entry mix takes one submission per credential per round.
+
     ``wss://`` connections trust the chain's CA bundle (``config.tls``, the chain file's
     ``[tls]``), or the system's CAs without one; a certificate they do not trust, or a
     node that does not speak TLS, fails the request at once with
@@ -117,8 +133,10 @@ class MixnetClient:
 
     Construction opens nothing; call :meth:`aclose` (or use ``async with``) when done.
     Raises ``ValueError`` for non-positive ``messages``/``connections``, a negative
-    ``payload_length`` or a negative or non-finite ``retry_for``, and
-    :class:`~mixnet.tls.TlsError` if the CA bundle cannot be read.
+    ``payload_length``, a negative or non-finite ``retry_for``, or a ``token`` that is not
+    72 bytes or comes without a ``signing_key``; ``TypeError`` for a ``signing_key`` that
+    is not a :class:`~nacl.signing.SigningKey`; and :class:`~mixnet.tls.TlsError` if the
+    CA bundle cannot be read.
     """
 
     def __init__(
@@ -133,7 +151,18 @@ class MixnetClient:
         workers: int | None = None,
         backoff: Backoff = _DEFAULT_BACKOFF,
         max_reply: int = MAX_REPLY,
+        signing_key: SigningKey | None = None,
+        token: bytes | None = None,
     ) -> None:
+        if signing_key is not None and not isinstance(signing_key, SigningKey):
+            raise TypeError(
+                f"signing_key must be a SigningKey, not {type(signing_key).__name__}"
+            )
+        if token is not None:
+            if signing_key is None:
+                raise ValueError("an admission token needs the client's signing_key")
+            if not isinstance(token, bytes) or len(token) != TOKEN_LENGTH:
+                raise ValueError(f"an admission token must be {TOKEN_LENGTH} bytes")
         if messages < 1:
             raise ValueError(f"messages must be >= 1, got {messages}")
         if payload_length < 0:
@@ -147,6 +176,10 @@ class MixnetClient:
         self.payload_length = payload_length
         self.retry_for = retry_for
         self.backoff = backoff
+        self.signing_key = signing_key
+        self.token = token
+        #: the client's credential (its public key), ``None`` without a signing key
+        self.credential = None if signing_key is None else bytes(signing_key.verify_key)
         entry_url = config.mixes[0].url
         context = None if config.tls is None else config.tls.client_context()
         self._entry = [
@@ -306,14 +339,18 @@ class MixnetClient:
         identical onions, which the entry mix acknowledges without counting them twice. If
         the round is closed or unknown by the time the submission arrives, the client waits a
         capped, jittered backoff, fetches the next round and calls ``make_payloads()`` again,
-        for up to ``retry_for`` seconds. ``client_id`` defaults to ``secrets.token_hex(16)``.
+        for up to ``retry_for`` seconds. ``client_id`` defaults to ``secrets.token_hex(16)``;
+        with a ``signing_key`` it is the credential's text
+        (:func:`mixnet.admission.credential_client_id`) and may not be anything else, and
+        each attempt is signed for its round.
 
         Error policy: every :class:`~mixnet.errors.MixnetError` other than ``round-closed``
         and ``unknown-round`` is re-raised as is — its class and ``code`` are those of the
         entry mix's error frame (e.g. :class:`~mixnet.errors.DuplicateClient`), or of the
         local check that failed. Nothing is wrapped.
 
-        :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters.
+        :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters, or
+            (with a ``signing_key``) not the credential's text.
         :raises WrongCount, BadLength: ``make_payloads()`` returned the wrong shape.
         :raises RoundClosed, UnknownRound: rounds kept closing for ``retry_for`` seconds.
         :raises ParameterMismatch, BadSignature, MalformedFrame: see :meth:`current_round`.
@@ -324,7 +361,7 @@ class MixnetClient:
         :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the entry mix was
             unreachable for ``retry_for`` seconds.
         """
-        client = _check_client_id(client_id)
+        client = self._client_id(client_id)
         link = self._pick()
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.retry_for
@@ -336,11 +373,19 @@ class MixnetClient:
             try:
                 info = await self._round_after(refused)
                 payloads = make_payloads()
-                onions, digest = await self._seal_in_pool(payloads, info)
-                reply = await link.request(
-                    {"type": "submit", "round": info.round_id, "client": client, "onions": onions},
-                    expect="accepted",
-                )
+                onions, digest, signature = await self._seal_in_pool(payloads, info)
+                frame: dict[str, object] = {
+                    "type": "submit",
+                    "round": info.round_id,
+                    "client": client,
+                    "onions": onions,
+                }
+                if signature is not None:
+                    frame["credential"] = self.credential
+                    frame["signature"] = signature
+                    if self.token is not None:
+                        frame["token"] = self.token
+                reply = await link.request(frame, expect="accepted")
             except (RoundClosed, UnknownRound):
                 if loop.time() >= give_up:
                     raise
@@ -356,11 +401,21 @@ class MixnetClient:
                 raise MalformedFrame("the entry mix acknowledged another submission")
             return Receipt(info.round_id, client, digest)
 
+    def _client_id(self, client_id: str | None) -> str:
+        """The client id of a submission (see :meth:`submit`)."""
+        if self.credential is None:
+            return _check_client_id(client_id)
+        own = credential_client_id(self.credential)
+        if client_id is not None and client_id != own:
+            raise ValueError("with a signing key the client id is the key's credential text")
+        return own
+
     async def _seal_in_pool(
         self, payloads: Sequence[bytes], info: RoundInfo
-    ) -> tuple[list[bytes], bytes]:
-        """The onions and their digest, computed in the thread pool; :class:`LinkClosed` if
-        :meth:`aclose` shut the pool down first or meanwhile."""
+    ) -> tuple[list[bytes], bytes, bytes | None]:
+        """The onions, their digest and (with a signing key) the submission's signature,
+        computed in the thread pool; :class:`LinkClosed` if :meth:`aclose` shut the pool
+        down first or meanwhile."""
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._pool, self._seal, payloads, info)
@@ -370,9 +425,17 @@ class MixnetClient:
                 raise LinkClosed("the mixnet client was closed") from None
             raise
 
-    def _seal(self, payloads: Sequence[bytes], info: RoundInfo) -> tuple[list[bytes], bytes]:
+    def _seal(
+        self, payloads: Sequence[bytes], info: RoundInfo
+    ) -> tuple[list[bytes], bytes, bytes | None]:
         onions = self.wrap(payloads, info)
-        return onions, onion_digest(onions)
+        digest = onion_digest(onions)
+        if self.signing_key is None:
+            return onions, digest, None
+        signature = sign_submission(
+            self.signing_key, chain_id=self.config.chain_id, round_id=info.round_id, digest=digest
+        )
+        return onions, digest, signature
 
     # ------------------------------------------------------------------ sink
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from mixnet.admission import CREDENTIAL_LENGTH, TOKEN_LENGTH
 from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
 from mixnet.dleq import PROOF_LENGTH
 from mixnet.errors import BadLength, MalformedFrame, UnexpectedFrameType
@@ -120,11 +121,21 @@ class RoundOffer:
 
 @dataclass(frozen=True)
 class Submit:
-    """client → entry mix: one submission of exactly ``messages`` onions."""
+    """client → entry mix: one submission of exactly ``messages`` onions.
+
+    On a chain with admission (:mod:`mixnet.admission`) it also carries ``credential`` (the
+    client's 32-byte Ed25519 public key; the client id is then its base64 text),
+    ``signature`` (64 bytes, by that key over (chain, round, onion digest)) and, for a
+    client admitted by an issuer's token, ``token`` (72 bytes). All three are absent
+    (``None``) otherwise; ``credential`` and ``signature`` come together, ``token`` only
+    with them."""
 
     round_id: int
     client: str
     onions: tuple[bytes, ...]
+    credential: bytes | None = None
+    token: bytes | None = None
+    signature: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -300,12 +311,20 @@ def to_wire(frame: Frame) -> dict[str, object]:
                 "announcements": [announcement_frame(a) for a in frame.announcements],
             }
         case Submit():
-            return {
+            submit: dict[str, object] = {
                 "type": "submit",
                 "round": frame.round_id,
                 "client": frame.client,
                 "onions": list(frame.onions),
             }
+            for key, value in (
+                ("credential", frame.credential),
+                ("token", frame.token),
+                ("signature", frame.signature),
+            ):
+                if value is not None:
+                    submit[key] = value
+            return submit
         case Accepted():
             return {"type": "accepted", "round": frame.round_id, "client": frame.client}
         case OpenRound():
@@ -399,15 +418,7 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
     if kind == "get-round":
         return GetRound()
     if kind == "submit":
-        return Submit(
-            round_id=_round(frame),
-            client=client_id(get_str(frame, "client", max_length=MAX_CLIENT_ID_LENGTH)),
-            onions=tuple(
-                get_bytes_list(
-                    frame, "onions", count=limits.messages, item_length=limits.onion_length
-                )
-            ),
-        )
+        return _parse_submit(frame, limits)
     if kind == "open-round":
         return OpenRound(_round(frame))
     if kind == "abort-round":
@@ -441,6 +452,38 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
             abort=_reason(frame, "abort"),
         )
     raise UnexpectedFrameType(f"unexpected frame type {kind!r}")
+
+
+def _parse_submit(frame: Mapping[str, object], limits: FrameLimits) -> Submit:
+    """A ``submit`` frame: the round, the client id, exactly ``limits.messages`` onions of
+    ``limits.onion_length`` bytes, and the optional admission fields (``credential`` 32
+    bytes and ``signature`` 64 bytes together, ``token`` 72 bytes only with them).
+
+    :raises MalformedFrame, BadLength, WrongCount: a field is missing, of the wrong type or
+        length, or an admission field comes without the others it needs.
+    """
+    submit = Submit(
+        round_id=_round(frame),
+        client=client_id(get_str(frame, "client", max_length=MAX_CLIENT_ID_LENGTH)),
+        onions=tuple(
+            get_bytes_list(frame, "onions", count=limits.messages, item_length=limits.onion_length)
+        ),
+        credential=_optional_bytes(frame, "credential", CREDENTIAL_LENGTH),
+        token=_optional_bytes(frame, "token", TOKEN_LENGTH),
+        signature=_optional_bytes(frame, "signature", SIGNATURE_LENGTH),
+    )
+    if (submit.credential is None) != (submit.signature is None):
+        raise MalformedFrame("fields 'credential' and 'signature' come together")
+    if submit.token is not None and submit.credential is None:
+        raise MalformedFrame("field 'token' needs 'credential' and 'signature'")
+    return submit
+
+
+def _optional_bytes(frame: Mapping[str, object], key: str, length: int) -> bytes | None:
+    """An optional bytes field of exactly ``length`` bytes (absent: ``None``)."""
+    if key not in frame:
+        return None
+    return get_bytes(frame, key, length=length)
 
 
 def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:

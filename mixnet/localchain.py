@@ -21,6 +21,7 @@ from pathlib import Path
 
 from nacl.signing import SigningKey
 
+from mixnet.admission import Admission
 from mixnet.blame import PayloadValidator, accept_all
 from mixnet.chain import DEFAULT_SINK_TABLE, ChainConfig, NodeInfo
 from mixnet.core.policy import RoundPolicy
@@ -87,6 +88,7 @@ async def run_local_chain(
     limits: Limits = DEFAULT_LIMITS,
     tls: LocalTls | None = None,
     validator: PayloadValidator = accept_all,
+    admission: Admission | None = None,
 ) -> AsyncIterator[RunningChain]:
     """Run ``mixes`` mixes (``mix1`` … ``mixL``, fresh identity keys) and a sink built by
     ``make_sink``, all on 127.0.0.1 with ephemeral ports, each with its own sqlite store
@@ -95,7 +97,8 @@ async def run_local_chain(
     before any node starts (to refuse what the application cannot run). ``limits`` is the
     chain's ``[limits]``; with ``tls`` every node serves ``wss://`` (see :class:`LocalTls`);
     ``validator`` is the application's payload check, run by the mixes (the last mix on its
-    outputs, every mix on the payloads of accusations).
+    outputs, every mix on the payloads of accusations); ``admission`` the chain's
+    ``[admission]`` (``None``: anyone may submit).
 
     :raises ValueError: ``mixes < 1``, ``messages < 1`` or ``payload_length < 1``.
     :raises TlsError: ``tls.ca`` cannot be read.
@@ -127,6 +130,7 @@ async def run_local_chain(
             sink_table=sink_table,
             tls=tls_config,
             limits=limits,
+            admission=admission,
         )
 
     if check is not None:
@@ -156,6 +160,8 @@ async def run_local_chain(
             started.append(node)
             urls[name] = f"{scheme}://{HOST}:{port}"
         assert sink is not None
+        trust = None if tls_config is None else tls_config.client_context()
+        sink.show_chain(config_with(urls), ssl_context=trust)
         yield RunningChain(
             config_with(urls),
             mix_nodes,

@@ -21,6 +21,8 @@ Series:
   are present from the start, at 0).
 * ``mixnet_messages_total``: messages mixed or delivered.
 * ``mixnet_dropped_total``: items dropped (replayed or failing to peel).
+* ``mixnet_excluded_submissions_total``: submissions the chain proved bad and excluded
+  (counted at the sink; present from the start, at 0).
 * ``mixnet_refused_total{reason}``: connections or requests refused, by reason; the
   connection guard's reasons (:data:`mixnet.limits.REFUSALS`: ``connections``,
   ``evicted``, ``idle``, ``submissions``) are present from the start, at 0.
@@ -59,7 +61,7 @@ __all__ = ["OTHER_LABEL", "ROUND_OUTCOMES", "SECONDS_BUCKETS", "NodeMetrics"]
 #: Outcomes of a round at a node; their ``mixnet_rounds_total`` series start at 0.
 #: ``forwarded`` (a mix sent the batch on), ``done`` (the sink produced the result),
 #: ``aborted`` (closed below ``min_users`` with ``below_min = "abort"``), ``failed``.
-ROUND_OUTCOMES: tuple[str, ...] = ("forwarded", "done", "aborted", "failed")
+ROUND_OUTCOMES: tuple[str, ...] = ("confirmed", "done", "aborted", "failed")
 
 #: Upper bounds (seconds) of the histogram buckets: 10 ms to 10 min, then ``+Inf``.
 SECONDS_BUCKETS: tuple[float, ...] = (
@@ -151,6 +153,12 @@ class NodeMetrics:
             base,
             registry=registry,
         )
+        self.excluded = Counter(
+            "mixnet_excluded_submissions",
+            "Submissions the chain proved bad and left out of a round (counted at the sink).",
+            base,
+            registry=registry,
+        )
         self.refused = Counter(
             "mixnet_refused",
             "Connections or requests refused, by reason.",
@@ -197,6 +205,7 @@ class NodeMetrics:
         self._connections = self.connections.labels(*labels)
         self._hop_seconds = self.hop_seconds.labels(*labels)
         self._round_seconds = self.round_seconds.labels(*labels)
+        self.excluded.labels(*labels)
         for outcome in ROUND_OUTCOMES:
             self.rounds.labels(*labels, outcome)
         for reason in REFUSALS:
@@ -215,6 +224,10 @@ class NodeMetrics:
         """Count one connection or request refused for ``reason`` (a short fixed token such
         as ``"round-closed"`` or ``"too-large"``)."""
         self.refused.labels(*self._labels, _token(reason, "reason")).inc()
+
+    def submissions_excluded(self, count: int) -> None:
+        """Count ``count`` (an int >= 0) submissions excluded from a round by the trace."""
+        self.excluded.labels(*self._labels).inc(_count(count, "count"))
 
     def round_finished(
         self,

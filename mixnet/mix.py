@@ -5,7 +5,9 @@ The adapter around :class:`~mixnet.core.entry.EntryMachine` or
 with the mix's Ed25519 identity (held in a :class:`~mixnet.keys.RoundKeyring` that mirrors
 the store: adopted when written, dropped when erased); peeling runs in a thread pool in parts
 of :data:`PEEL_CHUNK` onions (libsodium releases the GIL); the permutation runs in a thread
-too. The entry mix also answers ``get-round`` and drives the machine's timer.
+too. The entry mix also answers ``get-round``, drives the machine's timer and, on a chain
+with ``[admission]``, checks each submission's credential, token and signature
+(:meth:`mixnet.admission.Admission.check`) before the machine sees it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from nacl.signing import SigningKey
 from mixnet.blame import PayloadValidator, Step, accept_all, prove_step, verify_accusation
 from mixnet.core.actions import Action, Mix, Peel, Persist, Prove, Verify
 from mixnet.core.entry import EntryMachine
-from mixnet.core.intake import mix_batch, split_chunks
+from mixnet.core.intake import mix_batch, onion_digest, split_chunks
 from mixnet.core.records import EraseKey, NewRound
 from mixnet.core.relay import RelayMachine
 from mixnet.core.rounds import RoundKey
@@ -132,6 +134,7 @@ class MixNode(BaseNode):
                 keys=self._make_key,
                 jitter=system_uniform,
                 successor=s.successor or "",
+                credentials=s.admission is not None,
             )
         assert s.predecessor is not None
         return RelayMachine(
@@ -166,6 +169,7 @@ class MixNode(BaseNode):
                 keys=self._make_key,
                 jitter=system_uniform,
                 successor=s.successor or "",
+                credentials=s.admission is not None,
             )
         else:
             assert s.predecessor is not None
@@ -202,6 +206,7 @@ class MixNode(BaseNode):
         m = self.machine
         now = self.clock()
         if isinstance(m, EntryMachine) and isinstance(frame, Submit):
+            self._admit(frame, now)
             return m.on_submit(frame)
         if isinstance(m, RelayMachine):
             if isinstance(frame, OpenRound):
@@ -215,6 +220,22 @@ class MixNode(BaseNode):
             if isinstance(frame, Exclude):
                 return m.on_exclude(frame, now)
         return super().handle(frame)
+
+    def _admit(self, frame: Submit, now: float) -> None:
+        """On a chain with ``[admission]``: the submission's credential is admitted and its
+        signature verifies (lengths and types were checked by the parser; nothing is peeled
+        yet). Without ``[admission]`` every submission passes and its admission fields, if
+        any, are ignored.
+
+        :raises Unauthorized: no credential, or one that is not admitted.
+        :raises MalformedFrame, BadLength: an admission field is missing or malformed.
+        :raises BadSignature: the submission's signature does not verify.
+        """
+        admission = self.settings.admission
+        if admission is not None:
+            admission.check(
+                frame, chain_id=self.settings.chain_id, digest=onion_digest(frame.onions), now=now
+            )
 
     def on_reply(self, sent: Frame, reply: Frame) -> list[Action]:
         return self.machine.on_reply(sent, reply, self.clock())

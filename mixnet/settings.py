@@ -3,7 +3,8 @@
 :func:`node_settings` turns a :class:`~mixnet.chain.ChainConfig`, a node name and the
 application's message shape (how many payloads make one submission, and their length) into
 :class:`NodeSettings`: hop, predecessor and its identity, successor URL, the round policy,
-the node's own URL, the CA bundle its link trusts and the connection limits it enforces.
+the node's own URL, the CA bundle its link trusts, the connection limits it enforces and
+who may submit (the ``[admission]`` table, enforced by the entry mix).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from nacl.signing import VerifyKey
 
+from mixnet.admission import Admission
 from mixnet.chain import ChainConfig, ChainConfigError
 from mixnet.core.policy import RoundPolicy
 from mixnet.frames import FrameLimits
@@ -35,7 +37,9 @@ class NodeSettings:
     chain; ``messages`` the number of onions in one client submission; ``workers`` the
     threads that peel. ``url`` is the node's own URL in the chain file (``wss://``: it must
     serve TLS), ``tls`` the chain's ``[tls]`` table (the CA bundle its forward link trusts;
-    ``None``: the system's CAs) and ``connection_limits`` the ``[limits]`` it enforces.
+    ``None``: the system's CAs), ``connection_limits`` the ``[limits]`` it enforces and
+    ``admission`` the chain's ``[admission]`` (``None``: anyone may submit; only the entry
+    mix looks at it).
     """
 
     chain_id: str
@@ -54,6 +58,7 @@ class NodeSettings:
     connection_limits: Limits = DEFAULT_LIMITS
     #: the successor's name (``None`` at the sink)
     successor: str | None = None
+    admission: Admission | None = None
 
     @property
     def is_sink(self) -> bool:
@@ -126,4 +131,5 @@ def node_settings(
         tls=config.tls,
         connection_limits=config.limits,
         successor=names[hop + 1] if hop < hops else None,
+        admission=config.admission,
     )

@@ -30,6 +30,7 @@ from mixnet.core.sink import SinkMachine
 from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import MixnetError
 from mixnet.frames import AbortRound, Batch, Frame, OpenRound, parse_subscribe
+from mixnet.logs import round_extra
 from mixnet.node import PREDECESSOR_FRAMES, BaseNode
 from mixnet.settings import NodeSettings
 from mixnet.status_page import (
@@ -66,6 +67,20 @@ class SinkApplication(Protocol):
     def aborted(self, round_id: int) -> Mapping[str, object]:
         """The result to publish for a round that ended without a batch."""
         ...
+
+
+#: Characters of a result written to the log line that announces it.
+_LOGGED_RESULT = 400
+
+
+def _log_result(node: str, round_id: int, result: Mapping[str, object]) -> None:
+    """Log a round's result when it is published: INFO when its status is ``ok``, WARNING
+    otherwise (an error or an abort, with its reason), as compact JSON (truncated)."""
+    text = json.dumps(result, separators=(",", ":"), sort_keys=True, default=str)
+    if len(text) > _LOGGED_RESULT:
+        text = text[: _LOGGED_RESULT - 3] + "..."
+    level = logging.INFO if result.get("status") == "ok" else logging.WARNING
+    log.log(level, "%s: round %d result %s", node, round_id, text, extra=round_extra(round_id))
 
 
 class SinkNode(BaseNode):
@@ -181,7 +196,11 @@ class SinkNode(BaseNode):
                 messages=len(action.batch.payloads),
                 analyze_seconds=self.clock() - started,
             )
-        return self.machine.delivered(action.round_id, _json_safe(action.round_id, result))
+            if action.batch.excluded:
+                self.metrics.submissions_excluded(action.batch.excluded)
+        safe = _json_safe(action.round_id, result)
+        _log_result(self.settings.name, action.round_id, safe)
+        return self.machine.delivered(action.round_id, safe)
 
     def round_statuses(self) -> dict[int, RoundStatus]:
         return {r: st.status for r, st in self.machine.rounds.items()}

@@ -132,7 +132,9 @@ def add_submit_parser(sub: Any) -> None:
         description="Submit each VALUE (a number in [0, 1]) as one user's input, through the "
         "client library: encoded, wrapped for every mix and acknowledged by the entry mix "
         "(stored) before this returns. Prints one JSON line per value with its round; "
-        "with --wait, then waits for each round's result and prints it as JSON.",
+        "with --wait, then waits for each round's result and prints it as JSON. On a chain "
+        "with [admission], --key signs the submission with a client key (one VALUE: one "
+        "submission per key per round).",
     )
     p_submit.add_argument("--chain", type=Path, required=True, help="the chain file (TOML)")
     p_submit.add_argument("values", type=_unit_value, nargs="+", metavar="VALUE")
@@ -145,17 +147,58 @@ def add_submit_parser(sub: Any) -> None:
         default=120.0,
         help="seconds to keep retrying and (with --wait) to wait for a result (default 120)",
     )
+    p_submit.add_argument(
+        "--key",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="client key file (cloaknet keygen --client) that signs the submission, for a "
+        "chain with [admission]; takes exactly one VALUE",
+    )
+    p_submit.add_argument(
+        "--token",
+        default=None,
+        metavar="TOKEN",
+        help="with --key: the issuer's admission token for the key (base64, from cloaknet "
+        "keygen --token-for), when the key is not listed in [admission] clients",
+    )
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    """Run ``cloaknet submit``; returns 0 (errors propagate to the CLI's ``main``)."""
-    return asyncio.run(_submit(args.chain, args.values, wait=args.wait, timeout=args.timeout))
+    """Run ``cloaknet submit``; returns 0 (errors propagate to the CLI's ``main``).
+
+    :raises CloakError: ``--key`` with more than one value, or ``--token`` without ``--key``.
+    """
+    from cloaknet.errors import CloakError
+
+    if args.key is not None and len(args.values) != 1:
+        raise CloakError("--key submits one VALUE (one submission per client key per round)")
+    if args.token is not None and args.key is None:
+        raise CloakError("--token needs --key (the client key the token admits)")
+    return asyncio.run(
+        _submit(
+            args.chain,
+            args.values,
+            wait=args.wait,
+            timeout=args.timeout,
+            key=args.key,
+            token=args.token,
+        )
+    )
 
 
-async def _submit(chain: Path, values: list[float], *, wait: bool, timeout: float) -> int:
+async def _submit(
+    chain: Path,
+    values: list[float],
+    *,
+    wait: bool,
+    timeout: float,
+    key: Path | None = None,
+    token: str | None = None,
+) -> int:
     from cloaknet.client import connect
 
-    async with connect(chain, retry_for=timeout) as net:
+    async with connect(chain, retry_for=timeout, credential=key, token=token) as net:
         receipts = await net.submit_many(values)
         for value, receipt in zip(values, receipts, strict=True):
             print(json.dumps({"value": value, "round": receipt.round}))

@@ -8,6 +8,7 @@ from typing import Any
 
 from cloaknet.cli.args import add_privacy_args, non_negative_int, positive_int
 from cloaknet.demo_plan import DEMO_PROTOCOLS
+from cloaknet.errors import CloakError
 from cloaknet.plans import BOUND_CHOICES
 
 __all__ = [
@@ -153,13 +154,53 @@ def add_keygen_parser(sub: Any) -> None:
     """Add the ``keygen`` command to the subparsers ``sub``."""
     p_keygen = sub.add_parser(
         "keygen",
-        help="create a node's Ed25519 identity key file and print its public key",
-        description="Write a new identity key file (mode 0600) and print the public key line "
-        "to paste into the chain file's [[mix]] entry.",
+        help="create a node's or a client's Ed25519 key file and print its public key",
+        description="Write a new Ed25519 key file (mode 0600) and print its public key line: "
+        "a node's identity (--name) for the chain file's [[mix]] entry, or with --client a "
+        "client key for the chain file's [admission] clients list (the same command with "
+        "--name issuer makes an issuer key for [admission] issuer). With --token-for, "
+        "write nothing and print an admission token instead: the issuer's signature "
+        "admitting the client key PUBKEY to the chain, for `cloaknet submit --token`.",
     )
-    p_keygen.add_argument("--name", required=True, help="the node's name")
+    p_keygen.add_argument("--name", default=None, help="the node's name (required for a node)")
     p_keygen.add_argument(
-        "--out", type=Path, default=None, help="key file to write (default: <name>.key)"
+        "--client",
+        action="store_true",
+        help="a client key for a chain with [admission] (default file: client.key)",
+    )
+    p_keygen.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="key file to write (default: <name>.key, or client.key with --client)",
+    )
+    p_keygen.add_argument(
+        "--token-for",
+        default=None,
+        metavar="PUBKEY",
+        help="print an admission token for this client public key (base64), signed with "
+        "--issuer's key for --chain's chain id; writes no key",
+    )
+    p_keygen.add_argument(
+        "--issuer",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --token-for: the issuer's key file (its public key is [admission] issuer)",
+    )
+    p_keygen.add_argument(
+        "--chain",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --token-for: the chain file the token admits to",
+    )
+    p_keygen.add_argument(
+        "--expires",
+        type=positive_int,
+        default=None,
+        metavar="UNIX_SECONDS",
+        help="with --token-for: the token is valid until this time (default: no expiry)",
     )
 
 
@@ -229,11 +270,62 @@ def cmd_node(args: argparse.Namespace) -> int:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
-    """``cloaknet keygen``: write a key file, print the public key line."""
+    """``cloaknet keygen``: write a key file, print the public key line (or, with
+    ``--token-for``, print an admission token).
+
+    :raises CloakError: the options do not go together.
+    :raises KeyFileError: the key file exists or cannot be written; the issuer key cannot
+        be read; PUBKEY is not a public key.
+    :raises ChainFileError: the chain file is invalid or its ``[admission]`` has another
+        issuer (or none).
+    """
     from mixnet.keys import generate_identity, public_key_text, write_key_file
 
+    if args.token_for is not None:
+        return _issue_token(args)
+    if args.issuer is not None or args.chain is not None or args.expires is not None:
+        raise CloakError("--issuer, --chain and --expires go with --token-for")
+    if args.client:
+        name = args.name or "client"
+        out = args.out or Path(f"{name}.key")
+        key = generate_identity()
+        write_key_file(out, key, name=name)
+        print(
+            f'"{public_key_text(key.verify_key)}",   # client key {name}, secret in {out}; '
+            "list it in [admission] clients"
+        )
+        return 0
+    if args.name is None:
+        raise CloakError("keygen needs --name for a node key (or --client, or --token-for)")
     out = args.out or Path(f"{args.name}.key")
     key = generate_identity()
     write_key_file(out, key, name=args.name)
     print(f'identity = "{public_key_text(key.verify_key)}"   # {args.name}, secret in {out}')
+    return 0
+
+
+def _issue_token(args: argparse.Namespace) -> int:
+    """``cloaknet keygen --token-for PUBKEY --issuer FILE --chain FILE [--expires T]``."""
+    from cloaknet.chainfile import ChainFileError, load_chain
+    from mixnet.admission import issue_token, token_text
+    from mixnet.keys import parse_public_key, read_key_file
+
+    if args.issuer is None or args.chain is None:
+        raise CloakError("--token-for needs --issuer (the issuer's key file) and --chain")
+    if args.client or args.out is not None or args.name is not None:
+        raise CloakError("--token-for writes no key: leave out --client, --name and --out")
+    client = parse_public_key(args.token_for)
+    issuer = read_key_file(args.issuer)
+    config = load_chain(args.chain).config
+    admission = config.admission
+    if admission is None or admission.issuer != issuer.verify_key:
+        raise ChainFileError(
+            f"the chain does not admit clients by tokens of the key in {args.issuer}",
+            source=str(args.chain),
+            field="admission.issuer",
+        )
+    token = issue_token(
+        issuer, chain_id=config.chain_id, credential=client, expires=args.expires
+    )
+    print(token_text(token))
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mixnet.admission import check_credential_client
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
 from mixnet.core.intake import EntryIntake, onion_digest
 from mixnet.core.policy import RoundPolicy
@@ -106,6 +107,11 @@ class EntryMachine(EntryVerdict):
 
     ``messages`` onions of ``onion_length`` bytes make one submission; ``hops`` is the
     number of mixes (the ``round-keys`` reply must carry ``hops - 1`` announcements).
+    With ``credentials`` (a chain with admission) every submission must carry a credential
+    and use it as its client id (:func:`mixnet.admission.check_credential_client`), so the
+    one-submission-per-client-id rule — receipts and restarts included — is one submission
+    per credential per round; the credential's signature and admission are checked by the
+    adapter before the frame reaches the machine.
     """
 
     role = Role.ENTRY
@@ -121,6 +127,7 @@ class EntryMachine(EntryVerdict):
         keys: KeyFactory,
         jitter: Callable[[], float] = lambda: 1.0,
         successor: str = "",
+        credentials: bool = False,
     ) -> None:
         """``jitter()`` gives a uniform number in [0, 1] that spreads the back-off after a
         refused opening (the adapter passes the OS CSPRNG's; the default 1.0 waits the full
@@ -132,6 +139,7 @@ class EntryMachine(EntryVerdict):
         self.messages = messages
         self.onion_length = onion_length
         self.policy = policy
+        self.credentials = credentials
         self.next_round_id = 1
         self.current: int | None = None
         self.opening: int | None = None
@@ -300,12 +308,17 @@ class EntryMachine(EntryVerdict):
         An exact retry of a stored submission is acknowledged again in every round status
         (for :data:`RECEIPT_ROUNDS` rounds after its own), before and after a restart.
 
+        :raises Unauthorized: ``credentials`` is on and the frame has no credential.
+        :raises MalformedFrame: ``credentials`` is on and the client id is not the
+            credential's.
         :raises RoundClosed: the round is known but no longer takes submissions (and this is
             not an exact retry of a submission stored in it).
         :raises UnknownRound: this node never opened the round (or forgot it).
         :raises MalformedFrame, WrongCount, BadLength, DuplicateClient: see
             :meth:`EntryIntake.check`.
         """
+        if self.credentials:
+            check_credential_client(frame.client, frame.credential)
         known = self.rounds.get(frame.round_id)
         if known is not None and known.entry is None and frame.client in known.receipts:
             retry = self._retry(known, frame.client, onion_digest(frame.onions))
@@ -469,6 +482,7 @@ class EntryMachine(EntryVerdict):
         keys: KeyFactory,
         jitter: Callable[[], float] = lambda: 1.0,
         successor: str = "",
+        credentials: bool = False,
     ) -> tuple[EntryMachine, list[Action]]:
         """Rebuild the machine from what the store holds, and the actions that resume
         unfinished work: a round left ``OPENING`` is aborted down the chain (its opening
@@ -484,6 +498,7 @@ class EntryMachine(EntryVerdict):
             keys=keys,
             jitter=jitter,
             successor=successor,
+            credentials=credentials,
         )
         actions: list[Action] = []
         last = max((rec.round_id for rec in records.rounds), default=0)

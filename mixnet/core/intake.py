@@ -6,7 +6,9 @@ The round machines (:mod:`mixnet.core.entry`, :mod:`mixnet.core.relay`,
 :mod:`mixnet.core.sink`) keep one of these per round:
 
 * :class:`EntryIntake` — the first mix's round: client submissions of exactly ``m`` onions,
-  accepted all-or-none, at most one per client id, closed by the round policy.
+  accepted all-or-none, at most one per client id (on a chain with admission the client id
+  is the submission's credential, so at most one per credential), closed by the round
+  policy.
 * :class:`BatchIntake` — every later node's round (mixes and the sink): the predecessor's
   batch arriving in numbered chunks, deduplicated by (round, sender, chunk) and checked for
   consistent counts.

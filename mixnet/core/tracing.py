@@ -42,7 +42,14 @@ from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import InternalError, MixnetError, NotReady, UnknownRound
 from mixnet.frames import AbortRound, Accused, Exclude, Excluded, Trace
 
-__all__ = ["TraceProved", "TraceVerified", "TracingMix"]
+__all__ = ["TraceProved", "TraceVerified", "TracingMix", "accusation_cap"]
+
+def accusation_cap(chunk_size: int, mixes: int) -> int:
+    """The most accusations one ``accused`` reply carries: each holds up to ``mixes`` steps,
+    and the reply must fit the frame a chunk of ``chunk_size`` items fits in. Bad payloads
+    beyond it are reported as untraced (the round then aborts, with the reason)."""
+    return max(1, chunk_size // (2 * max(1, mixes)))
+
 
 #: Statuses in which a mix's part of the trace is over (a repeated request is answered
 #: with nothing to add).
@@ -120,7 +127,10 @@ class TracingMix(MixRounds):
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
             pairs = self._pairs(st)
             bad = tuple(item for item, payload in pairs if not self.validator(payload))
-            token = TraceProved(frame.round_id, None, st.dropped)
+            cap = accusation_cap(self.chunk_size, self.hop + 1)
+            # more than fit one reply: the excess is untraced, and the round aborts
+            token = TraceProved(frame.round_id, None, st.dropped + max(0, len(bad) - cap))
+            bad = bad[:cap]
             if not bad:
                 return self.proved(token, [])
             return [Prove(frame.round_id, bad, token)]

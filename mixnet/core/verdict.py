@@ -128,8 +128,9 @@ class EntryVerdict(MixRounds):
         if reply.untraced:
             return self._conclude(
                 st,
-                f"{reply.untraced} items were dropped after the entry mix without evidence "
-                "(a layer that did not open, or a replay): they cannot be traced",
+                f"{reply.untraced} items were dropped or refused after the entry mix without "
+                "evidence (a layer that did not open, a replay, or more refused payloads than "
+                "one trace reply carries): they cannot be traced",
             )
         excluded = sorted(set(clients))
         remaining = len(st.submissions) - len(excluded)

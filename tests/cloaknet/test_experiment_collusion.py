@@ -19,6 +19,7 @@ from cloaknet.accounting import smoothness_failure
 from cloaknet.experiments.collusion import CollusionSettings, run_collusion_experiment
 from cloaknet.experiments.collusion.headlines import colluders_headlines, smoothness_headlines
 from cloaknet.experiments.collusion.networked import networked_rows
+from cloaknet.experiments.collusion.report import parameters_note
 from cloaknet.experiments.collusion.rows import AttackRow, ColludersRow
 from cloaknet.experiments.collusion.simulate import Task, plan_tasks, run_task
 from cloaknet.experiments.collusion.tables import (
@@ -30,6 +31,7 @@ from cloaknet.experiments.collusion.tables import (
 from cloaknet.experiments.output import columns_of
 from cloaknet.experiments.stats import wilson_interval
 from cloaknet.experiments.text import fmt
+from cloaknet.plans import select_plan
 
 ARTEFACTS = [
     "report.md",
@@ -96,6 +98,13 @@ def test_quick_run_writes_every_artefact(tmp_path: Path, monkeypatch: pytest.Mon
     for png in [a for a in ARTEFACTS if a.endswith(".png")]:
         assert f"]({png})" in report
     assert "## Headline: empirical vs bound" in report
+    # the toy parameters are stated up front, with the reason, before any result
+    opening = report.split("## Headline")[0]
+    assert "**Fixed toy parameters, not the planner's.**" in opening
+    assert "to make the adversary's advantage measurable" in opening
+    assert f"m ∈ {{{', '.join(str(m) for m in settings.m_values)}}}" in opening
+    assert f"modulus N = {settings.modulus}" in opening
+    assert f"q = {settings.single_user_q}" in opening
     verdicts = re.findall(r"\| ([^|]+) \|$", report.split("## Privacy loss")[0], re.MULTILINE)
     assert verdicts and "VIOLATED" not in verdicts
     allowed = ("held", "broken", "beats", "does not beat", "inconclusive")
@@ -345,3 +354,34 @@ def test_networked_table_pairs_chain_and_simulation() -> None:
     assert chain.mean_gamma == pytest.approx(0.2)
     assert (simulated.source, simulated.p_infinite_loss) == ("simulated", 1.0)
     assert [t.source for t in networked_table(rows[:2])] == ["networked"]
+
+
+def test_parameters_note_names_the_settings_and_the_planners_choice() -> None:
+    """The note is computed from the settings (not hard-coded) and quotes what `cloaknet plan`
+    selects at the colluder sweep's n for contrast."""
+    base = CollusionSettings.default(trials=None, jobs=1, seed=None, quick=True)
+    odd = dataclasses.replace(
+        base,
+        m_values=(1, 7),
+        big_m=7,
+        modulus=101,
+        smooth_moduli=(53, 101),
+        single_user_q="1/3",
+        colluder_users=200,
+        precision=4,
+    )
+    note = parameters_note(odd)
+    assert note.startswith("**Fixed toy parameters, not the planner's.**")
+    assert "m ∈ {1, 7} messages per user in the m sweep" in note
+    assert "m = 7 in the colluder, profile and behaviour sweeps" in note
+    assert "modulus N = 101 (the smoothness grid: N ∈ {53, 101}" in note
+    assert "probability q = 1/3" in note and f"q = {fmt(float(odd.colluder_q()))}" in note
+    assert "one of 5 values" in note
+    assert "to make the adversary's advantage measurable" in note
+    for mode in ("single-user", "sum-preserving"):
+        chosen = select_plan(200, 1.0, 1e-6, mode=mode)
+        assert (
+            f"{mode}: " in note
+            and f"m = {chosen.messages}, N = {chosen.modulus}, k = {chosen.precision}" in note
+        )
+    assert "at n = 200, ε = 1, δ = 10^-6" in note

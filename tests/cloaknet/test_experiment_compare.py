@@ -26,8 +26,18 @@ from cloaknet.experiments.compare import (
 )
 from cloaknet.experiments.compare.findings import agreement
 from cloaknet.experiments.compare.grid import build_cells, plan_tasks
+from cloaknet.experiments.compare.lineup import (
+    DEFAULT_ROWS,
+    ROWS,
+    bound_and_noise,
+    bound_label,
+    build,
+)
+from cloaknet.experiments.compare.plots import legend_label
 from cloaknet.experiments.compare.rows import CellRow, Measurement, Plan, TrialRow
+from cloaknet.experiments.compare.simulate import Task, run_task
 from cloaknet.experiments.compare.summary import measure
+from cloaknet.plans import select_plan
 from cloaknet.protocols import PROTOCOLS, make_protocol
 from cloaknet.randomness import DeterministicRandom
 
@@ -71,7 +81,7 @@ def test_tiny_run_writes_every_artefact(tiny_run: tuple[Path, dict[str, object]]
     assert "n^(1/6)·log^(1/3)(1/δ) / ε^(2/3)" in report  # the paper's formula for Balle et al.
     with (out / "compare.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 2 * len(PROTOCOLS)
+    assert len(rows) == 2 * len(ROWS)
     with (out / "trials.csv").open() as handle:
         trials = list(csv.DictReader(handle))
     feasible = [r for r in rows if r["feasible"] == "True"]
@@ -84,7 +94,7 @@ def test_every_protocol_has_rows_and_plausible_errors(
     _, result = tiny_run
     rows = result["rows"]
     assert isinstance(rows, list)
-    for name in PROTOCOLS:
+    for name in ROWS:
         assert {r["users"] for r in rows if r["protocol"] == name} == {100, 1000}, name
     blanket_100 = next(r for r in rows if r["protocol"] == "blanket" and r["users"] == 100)
     assert not blanket_100["feasible"] and "gamma" in blanket_100["reason"]
@@ -102,7 +112,7 @@ def test_every_protocol_has_rows_and_plausible_errors(
     assert methods[("cheu", 1000)] == "sufficient-statistic"
     assert methods[("cloak-sum-preserving", 1000)] == "sufficient-statistic"
     assert methods[("central", 1000)] == "messages"
-    assert all(methods[(name, 100)] == "messages" for name in PROTOCOLS if name != "blanket")
+    assert all(methods[(name, 100)] == "messages" for name in ROWS if name != "blanket")
     # the sum-preserving cloak is deterministic: its error is exactly the rounding bias
     for r in rows:
         if r["protocol"] == "cloak-sum-preserving":
@@ -217,7 +227,8 @@ def test_settings_presets_and_validation() -> None:
     full = CompareSettings.default(seed=3)
     assert full.users == (100, 1000, 10_000, 100_000, 1_000_000)
     assert full.epsilons == (0.5, 1.0, 2.0) and full.trials == 50 and full.seed == 3
-    assert full.protocols == PROTOCOLS and full.jobs >= 1
+    assert full.protocols == ROWS and full.jobs >= 1
+    assert (*DEFAULT_ROWS, *PROTOCOLS) == ROWS
     custom = CompareSettings.default(users=[1000, 100, 1000], epsilons=[2, 0.5], trials=3)
     assert custom.users == (100, 1000) and custom.epsilons == (0.5, 2.0) and custom.trials == 3
     with pytest.raises(ParameterError):
@@ -305,7 +316,20 @@ def test_measure_summarises_the_errors() -> None:
 
 
 def _cell(protocol: str, n: int, rmse: float, low: float, high: float, predicted: float) -> CellRow:
-    plan = Plan(1.0, 8, 1, 1.0, 10, predicted, predicted, 0.0)
+    plan = Plan(
+        runs=protocol,
+        bound=protocol,
+        noise="discrete-laplace",
+        messages_per_user=1.0,
+        bits_per_message=8,
+        bytes_per_message=1,
+        bytes_per_user=1.0,
+        modulus=256,
+        precision=10,
+        predicted_rmse=predicted,
+        predicted_rmse_generic=predicted,
+        predicted_bias=0.0,
+    )
     measured = Measurement(rmse, low, high, 0.0, rmse, rmse, rmse / predicted, 10, 1.0)
     return CellRow(protocol, n, 1.0, 1e-6, None, "messages", plan, measured)
 
@@ -320,3 +344,139 @@ def test_agreement_counts_the_cells_whose_prediction_is_inside_the_interval() ->
     assert "in 1 of 2 cells" in text
     assert "Outside: bbgn n = 10^2 ε = 1 (measured 1, predicted 2)" in text
     assert agreement(rows[2:]) == "No feasible cell was measured."
+
+
+# --------------------------------------------------------------------------- the default rows
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULT_ROWS))
+def test_default_rows_run_exactly_what_select_plan_selects(
+    tiny_run: tuple[Path, dict[str, object]], name: str
+) -> None:
+    """Issue 11: the default row is ``select_plan(n, ε, δ, mode=…)``: the same protocol,
+    bound, noise, messages, modulus and precision, in the returned rows and in the CSV."""
+    out, result = tiny_run
+    rows = result["rows"]
+    assert isinstance(rows, list)
+    with (out / "compare.csv").open() as handle:
+        written = {(r["protocol"], r["users"]): r for r in csv.DictReader(handle)}
+    for n in (100, 1000):
+        selected = select_plan(n, 1.0, 1e-6, mode=DEFAULT_ROWS[name])
+        protocol = selected.protocol()
+        row = next(r for r in rows if r["protocol"] == name and r["users"] == n)
+        assert row["feasible"]
+        assert row["runs"] == protocol.name
+        assert (row["bound"], row["noise"]) == (selected.bound, selected.noise)
+        assert row["messages_per_user"] == selected.messages
+        assert row["modulus"] == selected.modulus == protocol.message_modulus
+        assert row["precision"] == selected.precision
+        assert row["bits_per_message"] == protocol.bits_per_message
+        assert row["predicted_rmse"] == protocol.predicted_rmse_for(input_vector(n, 1))
+        line = written[(name, str(n))]
+        assert (line["runs"], line["bound"], line["noise"], line["modulus"]) == (
+            protocol.name,
+            selected.bound,
+            selected.noise,
+            str(selected.modulus),
+        )
+
+
+@pytest.mark.parametrize("n", [100, 1000, 10_000])
+@pytest.mark.parametrize("name", sorted(DEFAULT_ROWS))
+def test_build_is_select_plans_protocol(name: str, n: int) -> None:
+    built = build(name, n, 1.0, 1e-6)
+    selected = select_plan(n, 1.0, 1e-6, mode=DEFAULT_ROWS[name])
+    assert built.selected == selected
+    expected = selected.protocol()
+    assert type(built.protocol) is type(expected)
+    assert built.protocol.describe() == expected.describe()  # every parameter
+    assert (built.bound, built.noise) == (selected.bound, selected.noise)
+    # the rule used for the named rows agrees with the plan's own statement
+    assert bound_and_noise(built.protocol) == (selected.bound, selected.noise)
+
+
+def test_named_cloak_rows_keep_the_seed_lemmas() -> None:
+    seeded = (("cloak-single-user", "truncated-laplace"), ("cloak-sum-preserving", "none"))
+    for name, noise in seeded:
+        built = build(name, 1000, 1.0, 1e-6)
+        assert (built.bound, built.noise, built.selected) == ("optimized", noise, None)
+        assert built.protocol.describe() == make_protocol(name, 1000, 1.0, 1e-6).describe()
+    assert bound_label("optimized") == "seed lemmas (optimized)"
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULT_ROWS))
+def test_workers_rebuild_the_selected_protocol(name: str) -> None:
+    """The trials of a default row run select_plan's protocol, stream for stream."""
+    n, seed = 200, 3
+    rows = run_task(Task(name, n, 1.0, 1e-6, seed, 0, 3, "messages"))
+    protocol = select_plan(n, 1.0, 1e-6, mode=DEFAULT_ROWS[name]).protocol()
+    x = input_vector(n, seed)
+    expected = [
+        simulate_trial(protocol, x, "messages", trial_rng(seed, name, n, 1.0, 1e-6, i))
+        for i in range(3)
+    ]
+    assert [r.estimate for r in rows] == expected
+    assert [r.protocol for r in rows] == [name] * 3
+
+
+def _table_lines(report: str, heading: str) -> list[list[str]]:
+    """The cells of every body line of the first Markdown table after ``heading``."""
+    section = report.split(heading, 1)[1]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    end = next(
+        (i for i, line in enumerate(lines) if i > 0 and not lines[i - 1].startswith("|")),
+        len(lines),
+    )
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines[2:end]]
+
+
+def test_report_and_legends_name_bound_and_noise_for_every_row(
+    tiny_run: tuple[Path, dict[str, object]],
+) -> None:
+    out, result = tiny_run
+    report = (out / "report.md").read_text()
+    rows = result["rows"]
+    assert isinstance(rows, list)
+    feasible = [r for r in rows if r["feasible"]]
+    # Figure 1 table: each row's label names its bound and noise, then per-n lines
+    figure = report.split("## Figure 1 reproduced", 1)[1].split("## What the numbers say")[0]
+    for name in ROWS:
+        label = next(line for line in figure.splitlines() if line.startswith(f"| {name} ("))
+        mine = [r for r in feasible if r["protocol"] == name]
+        assert mine, name
+        for r in mine:
+            assert bound_label(r["bound"]) in label and f"noise: {r['noise']}" in label, label
+        if name in DEFAULT_ROWS:
+            assert "cloaknet plan's choice" in label and f"runs {mine[0]['runs']}" in label
+    assert "seed lemmas (optimized); noise: truncated-laplace" in figure
+    # full table: runs, bound and noise of every feasible cell
+    full = _table_lines(report, "## Full table")
+    assert len(full) == len(rows)
+    for cells, r in zip(full, rows, strict=True):
+        assert cells[0] == r["protocol"]
+        if r["feasible"]:
+            assert cells[3:6] == [r["runs"], r["bound"], r["noise"]], cells
+    # the default rows' findings say what was selected, with bound and noise
+    for name, mode in DEFAULT_ROWS.items():
+        opening = f"* The default plan for {mode}"
+        sentence = next(line for line in report.splitlines() if line.startswith(opening))
+        first = next(r for r in feasible if r["protocol"] == name)
+        assert bound_label(first["bound"]) in sentence and name in sentence
+    # the plot legends carry the same caption
+    cell_rows = [
+        CellRow(
+            protocol=r["protocol"],
+            users=r["users"],
+            epsilon=r["epsilon"],
+            delta=r["delta"],
+            reason=r["reason"],
+            method=r["method"],
+            plan=Plan(**{k: r[k] for k in Plan.__dataclass_fields__}) if r["feasible"] else None,
+        )
+        for r in rows
+    ]
+    for name in ROWS:
+        legend = legend_label(name, cell_rows)
+        first = next(r for r in feasible if r["protocol"] == name)
+        assert legend.startswith(name) and f"noise: {first['noise']}" in legend
+        assert bound_label(first["bound"]) in legend

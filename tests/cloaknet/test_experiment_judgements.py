@@ -28,7 +28,7 @@ from cloaknet.experiments.collusion.guessing import (
 )
 from cloaknet.experiments.collusion.rows import MessagesRow
 from cloaknet.experiments.compare import CompareSettings
-from cloaknet.experiments.compare.findings import cheu_rule, differences, findings
+from cloaknet.experiments.compare.findings import cheu_rule, differences, findings, versus
 from cloaknet.experiments.compare.plots import (
     infeasible_cells,
     plot_communication,
@@ -206,8 +206,25 @@ def _cell(
     bits: int = 33,
     precision: int | None = 1000,
     eps: float = 1.0,
+    runs: str | None = None,
+    bound: str = "optimized",
+    noise: str = "truncated-laplace",
+    modulus: int = 2**33 - 9,
 ) -> CellRow:
-    plan = Plan(messages, bits, 5, messages * 5, precision, predicted, predicted, 0.0)
+    plan = Plan(
+        runs=runs or protocol,
+        bound=bound,
+        noise=noise,
+        messages_per_user=messages,
+        bits_per_message=bits,
+        bytes_per_message=5,
+        bytes_per_user=messages * 5,
+        modulus=modulus,
+        precision=precision,
+        predicted_rmse=predicted,
+        predicted_rmse_generic=predicted,
+        predicted_bias=0.0,
+    )
     measured = Measurement(rmse, ci[0], ci[1], 0.0, rmse, rmse, rmse / predicted, 10, 1.0)
     return CellRow(protocol, n, eps, 1e-6, None, "messages", plan, measured)
 
@@ -309,6 +326,133 @@ def test_bbgn_against_central_lists_where_the_intervals_are_disjoint() -> None:
     same = [rows[0], _cell("bbgn", 100, 1.2, (0.9, 1.6), predicted=1.0), *rows[2:]]
     bbgn = next(s for s in findings(settings, same, 1.0) if s.startswith("bbgn's measured"))
     assert "overlap at every n: the differences are within sampling noise" in bbgn
+
+
+def test_versus_judges_by_the_intervals() -> None:
+    a = _cell("bbgn", 100, 1.0, (0.8, 1.3))
+    assert versus(a, _cell("cheu", 100, 1.2, (1.0, 1.6))) == "within"
+    assert versus(a, _cell("cheu", 100, 9.0, (6.0, 15.0))) == "lower"
+    assert versus(_cell("cheu", 100, 9.0, (6.0, 15.0)), a) == "higher"
+    point = _cell("cloak-sum-preserving", 100, 0.05, (0.05, 0.05))
+    assert versus(point, _cell("default-sum-preserving", 100, 0.05, (0.05, 0.05))) == "equal"
+    assert versus(point, _cell("default-sum-preserving", 100, 0.06, (0.06, 0.06))) == "lower"
+    infeasible = CellRow("blanket", 100, 1.0, 1e-6, "InfeasiblePlanError: gamma", None)
+    assert versus(a, infeasible) is None and versus(None, a) is None
+
+
+def _default_rows(default_rmse: tuple[float, float, float]) -> list[CellRow]:
+    """default-single-user with bbgn's parameters, bbgn, and the seed-lemma cloak at
+    n = 10^2, 10^3."""
+    rows = []
+    for n, m in ((100, 13.0), (1000, 9.0)):
+        for name, rmse, ci in (
+            ("default-single-user", default_rmse[0], default_rmse[1:]),
+            ("bbgn", 1.2, (0.9, 1.8)),
+        ):
+            rows.append(
+                _cell(
+                    name,
+                    n,
+                    rmse,
+                    (ci[0], ci[1]),
+                    predicted=1.41,
+                    messages=m,
+                    bits=15,
+                    precision=n,
+                    runs="bbgn",
+                    bound="bbgn",
+                    noise="polya",
+                    modulus=21643,
+                )
+            )
+        rows.append(_cell("cloak-single-user", n, 10.0, (7.0, 15.0)))
+    return rows
+
+
+def _default_sentence(rows: list[CellRow], mode: str = "single-user") -> str:
+    settings = dataclasses.replace(COMPARE, users=(100, 1000))
+    return next(
+        s for s in findings(settings, rows, 1.0) if s.startswith(f"The default plan for {mode}")
+    )
+
+
+def test_default_row_names_its_selection_and_is_judged_by_intervals() -> None:
+    text = _default_sentence(_default_rows((1.1, 0.8, 1.6)))
+    assert "the BBGN bound with polya noise, running bbgn, at n = 10^2, 10^3" in text
+    assert "13, 9 messages per user against 49, 49 for cloak-single-user" in text
+    assert "(seed lemmas (optimized))" in text
+    assert "are those of the bbgn row at every n" in text
+    assert "within sampling noise (overlapping 95% intervals) at n = 10^2, n = 10^3" in text
+    assert "Against cloak-single-user its measured RMSE is lower (disjoint" in text
+    # an overlap with the seed-lemma cloak is not claimed as a difference
+    overlapping = _default_sentence(_default_rows((8.0, 6.0, 12.0)))
+    assert "Against cloak-single-user its measured RMSE is within sampling noise" in overlapping
+    seed_part = overlapping.split("Against cloak-single-user")[1]
+    assert "lower" not in seed_part and "higher" not in seed_part
+    # ... while bbgn's disjoint, lower intervals are
+    assert "is higher (disjoint 95% intervals) at n = 10^2 (8 [6, 12] against 1.2" in overlapping
+
+
+def test_default_row_with_other_parameters_has_no_twin() -> None:
+    rows = [
+        dataclasses.replace(
+            r, plan=dataclasses.replace(r.plan, modulus=99991) if r.plan else None
+        )
+        if r.protocol == "default-single-user"
+        else r
+        for r in _default_rows((1.1, 0.8, 1.6))
+    ]
+    assert "bbgn row" not in _default_sentence(rows)
+
+
+def test_default_sum_preserving_equal_to_the_seed_lemmas_when_deterministic() -> None:
+    rows = []
+    for n, m, seed_m in ((100, 13.0, 67.0), (1000, 9.0, 76.0)):
+        for name, messages, bound in (
+            ("default-sum-preserving", m, "bbgn"),
+            ("cloak-sum-preserving", seed_m, "optimized"),
+        ):
+            rows.append(
+                _cell(
+                    name,
+                    n,
+                    0.05,
+                    (0.05, 0.05),
+                    messages=messages,
+                    precision=10 * n,
+                    runs="cloak-sum-preserving",
+                    bound=bound,
+                    noise="none",
+                )
+            )
+    text = _default_sentence(rows, "sum-preserving")
+    assert "the BBGN bound without noise, running cloak-sum-preserving" in text
+    assert "against 67, 76 for cloak-sum-preserving" in text
+    assert "with the same precision k at every n" in text
+    assert "equal (both deterministic) at n = 10^2, n = 10^3" in text
+
+
+def test_default_row_infeasible_is_said() -> None:
+    rows = [CellRow("default-single-user", 100, 1.0, 1e-6, "InfeasiblePlanError: none", None)]
+    settings = dataclasses.replace(COMPARE, users=(100,))
+    text = next(s for s in findings(settings, rows, 1.0) if "default plan" in s)
+    assert "is infeasible at n = 10^2: InfeasiblePlanError: none" in text
+
+
+def test_report_labels_every_row_with_bound_and_noise() -> None:
+    rows = _default_rows((1.1, 0.8, 1.6))
+    settings = dataclasses.replace(
+        COMPARE, users=(100, 1000), protocols=("default-single-user", "cloak-single-user", "bbgn")
+    )
+    text = compare_report(settings, rows, 1.0)
+    assert (
+        "| default-single-user (the default plan of `cloaknet plan --mode single-user`) — "
+        "cloaknet plan's choice: BBGN bound; noise: polya; runs bbgn | protocol run |"
+    ) in text
+    seed = "| cloak-single-user (New, line 1) — seed lemmas (optimized); noise: truncated-laplace"
+    assert seed in text
+    assert "| bbgn (not in Figure 1) — BBGN bound; noise: polya | bound |" in text
+    assert "|  | noise | — | polya | polya |" in text
 
 
 # --------------------------------------------------------------------------- stats, plots

@@ -56,6 +56,8 @@ async def test_a_poisoned_submission_is_excluded_and_the_sum_is_exact(
         bad_receipt = await bad
         assert {r.round for r in receipts} == {bad_receipt.round_id}
         result = await net.result(bad_receipt.round_id, timeout=60)
+        metrics = chain.analyzer.metrics.render()[0].decode()
+    assert 'mixnet_excluded_submissions_total{hop="3",node="analyzer"} 1.0' in metrics
     assert result.raw["status"] == "ok", result.raw
     assert result.raw["excluded"] == 1
     assert result.users == USERS
@@ -120,3 +122,25 @@ async def test_a_mix_that_accuses_an_honest_item_is_blamed_and_learns_no_link(
     assert stored is not None
     assert "mix mix3 could not back its accusations" in str(stored.get("reason"))
     assert proofs == []  # mix2 revealed no input
+
+
+async def test_the_analyzer_logs_each_result(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A published result is logged once: INFO for ``ok`` (with ``excluded``), WARNING for an
+    abort with its reason."""
+    import logging
+
+    protocol = CloakProtocol(PARAMS)
+    width = share_width(PARAMS.modulus)
+    caplog.set_level(logging.INFO, logger="mixnet")
+    async with (
+        local_chain(tmp_path, protocol, policy(USERS, USERS + 1), mixes=2) as chain,
+        connect(chain.chain) as net,
+    ):
+        bad = net.mixnet.submit(lambda: [b"\xff" * width] * PARAMS.messages)
+        await net.submit_many(VALUES, concurrency=3)
+        await net.result((await bad).round_id, timeout=60)
+    lines = [r for r in caplog.records if "result {" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelname == "INFO"
+    assert '"excluded":1' in lines[0].getMessage() and '"status":"ok"' in lines[0].getMessage()

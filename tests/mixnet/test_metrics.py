@@ -57,9 +57,9 @@ def test_counters_gauges_and_histograms_have_the_right_labels_and_values() -> No
     metrics.error("malformed-frame")
     metrics.error("unknown-round")
     metrics.refuse("too-many-connections")
-    metrics.round_finished("forwarded", messages=10, dropped=2, hop_seconds=0.3)
+    metrics.round_finished("confirmed", messages=10, dropped=2, hop_seconds=0.3)
     metrics.round_finished("aborted")
-    metrics.round_finished("forwarded", messages=5, hop_seconds=700.0, round_seconds=42)
+    metrics.round_finished("confirmed", messages=5, hop_seconds=700.0, round_seconds=42)
     metrics.set_open_rounds(2)
     metrics.set_queued(17)
     found = samples(metrics)
@@ -68,7 +68,7 @@ def test_counters_gauges_and_histograms_have_the_right_labels_and_values() -> No
     assert found[key("mixnet_errors_total", code="malformed-frame", **node)] == 2
     assert found[key("mixnet_errors_total", code="unknown-round", **node)] == 1
     assert found[key("mixnet_refused_total", reason="too-many-connections", **node)] == 1
-    assert found[key("mixnet_rounds_total", outcome="forwarded", **node)] == 2
+    assert found[key("mixnet_rounds_total", outcome="confirmed", **node)] == 2
     assert found[key("mixnet_rounds_total", outcome="aborted", **node)] == 1
     assert found[key("mixnet_rounds_total", outcome="done", **node)] == 0
     assert found[key("mixnet_messages_total", **node)] == 15
@@ -103,7 +103,7 @@ def test_two_nodes_in_one_process_do_not_collide() -> None:
     second = NodeMetrics("mix1", 0, "entry")  # even the same name: separate registries
     other = NodeMetrics("analyzer", 3, "sink")
     first.frame()
-    first.round_finished("forwarded", messages=4)
+    first.round_finished("confirmed", messages=4)
     other.round_finished("done", messages=9, round_seconds=1.5)
     assert samples(first)[key("mixnet_frames_total")] == 1
     assert samples(second)[key("mixnet_frames_total")] == 0
@@ -154,7 +154,7 @@ def test_arguments_are_checked_before_anything_is_recorded() -> None:
     ]
     for error, kwargs in bad_calls:
         with pytest.raises(error):
-            metrics.round_finished("forwarded", **{"dropped": 1, **kwargs})  # type: ignore[arg-type]
+            metrics.round_finished("confirmed", **{"dropped": 1, **kwargs})  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         metrics.round_finished(None)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
@@ -164,7 +164,7 @@ def test_arguments_are_checked_before_anything_is_recorded() -> None:
     with pytest.raises(TypeError):
         metrics.set_queued(2.5)  # type: ignore[arg-type]
     found = samples(metrics)
-    assert found[key("mixnet_rounds_total", outcome="forwarded")] == 0
+    assert found[key("mixnet_rounds_total", outcome="confirmed")] == 0
     assert found[key("mixnet_messages_total")] == 0
     assert found[key("mixnet_dropped_total")] == 0
     assert found[key("mixnet_hop_seconds_count")] == 0

@@ -294,3 +294,17 @@ def test_a_pruned_round_reopened_is_refused_with_a_typed_error() -> None:
         relay.on_abort_round(AbortRound(1), NOW)
     relay.on_open_round(OpenRound(2), NOW)  # a round never seen still opens
     assert relay.status(2) is S.OPEN
+
+
+def test_more_refused_payloads_than_a_reply_carries_are_untraced() -> None:
+    """The last mix accuses at most ``accusation_cap`` payloads in one reply; the rest are
+    reported as untraced, so the entry mix aborts the round instead of retrying forever."""
+    from mixnet.core.tracing import accusation_cap
+
+    cap = accusation_cap(2, 3)
+    assert cap == 1
+    bad = [b"\xff" + item(VALUE + LAYER)[1:] for _ in range(3)]
+    last, _ = relay_at(last=True, items=bad)
+    prove = one(last.on_trace(Trace(R), NOW), Prove)
+    assert len(prove.items) == cap
+    assert prove.token == TraceProved(R, None, len(bad) - cap)

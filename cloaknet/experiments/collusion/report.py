@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from cloaknet.errors import InfeasiblePlanError, ParameterError
 from cloaknet.experiments.collusion.guessing import first_clean_m, references
 from cloaknet.experiments.collusion.rows import (
     BehaviourRow,
@@ -17,17 +18,86 @@ from cloaknet.experiments.collusion.rows import (
     SmoothnessRow,
 )
 from cloaknet.experiments.collusion.settings import MODES, CollusionSettings
-from cloaknet.experiments.text import fmt, markdown_table
+from cloaknet.experiments.compare.lineup import bound_label
+from cloaknet.experiments.stats import wilson_interval
+from cloaknet.experiments.text import delta_label, fmt, markdown_table
+from cloaknet.plans import select_plan
 
 __all__ = [
+    "CONTRAST_DELTA",
+    "CONTRAST_EPSILON",
     "behaviours_section",
     "colluders_section",
     "messages_section",
     "networked_section",
+    "parameters_note",
     "profile_section",
     "report",
     "smoothness_section",
 ]
+
+
+#: The target of the planner's choice the report quotes for contrast (that of the compare
+#: experiment's Figure 1 table).
+CONTRAST_EPSILON = 1.0
+CONTRAST_DELTA = 1e-6
+
+
+def _planner_choice(users: int) -> str:
+    """What ``cloaknet plan`` selects for ``users`` users at (ε, δ) = (1, 10⁻⁶) in each mode
+    (:func:`cloaknet.plans.select_plan`): protocol, bound (named as in the compare report),
+    noise, m, modulus and k."""
+    parts = []
+    for mode in MODES:
+        try:
+            chosen = select_plan(users, CONTRAST_EPSILON, CONTRAST_DELTA, mode=mode)
+        except (InfeasiblePlanError, ParameterError) as exc:
+            parts.append(f"{mode}: no plan ({exc})")
+            continue
+        runs = "the cloak" if chosen.protocol_name == "cloak" else "split-and-mix (bbgn)"
+        noise = "no noise" if chosen.noise == "none" else f"{chosen.noise} noise"
+        parts.append(
+            f"{mode}: {runs} with the {bound_label(chosen.bound)} and {noise}, "
+            f"m = {chosen.messages}, N = {chosen.modulus}, k = {chosen.precision}"
+        )
+    return "; ".join(parts)
+
+
+def parameters_note(settings: CollusionSettings) -> str:
+    """The report's opening statement about its parameters: they are fixed toy parameters
+    set in :class:`CollusionSettings`, not the planner's, and why (to make the adversary's
+    advantage measurable), naming every m, N and q the rounds use, with what
+    ``cloaknet plan`` would select at the colluder sweep's n for contrast."""
+    s = settings
+    largest = max(s.modulus, *s.smooth_moduli, s.networked_modulus)
+    half_width = 0.5 * (
+        wilson_interval(s.trials // 2, s.trials).high
+        - wilson_interval(s.trials // 2, s.trials).low
+    )
+    return (
+        "**Fixed toy parameters, not the planner's.** Every round uses parameters fixed by "
+        "hand (`CollusionSettings`), not those `cloaknet plan` selects: "
+        f"m ∈ {{{', '.join(str(m) for m in s.m_values)}}} messages per user in the m sweep, "
+        f"m = {s.big_m} in the colluder, profile and behaviour sweeps, "
+        f"m ∈ {{{', '.join(str(m) for m in s.smooth_m)}}} in the smoothness grid and "
+        f"m = {s.networked_m} in the networked chain; modulus N = {s.modulus} (the smoothness "
+        f"grid: N ∈ {{{', '.join(str(n) for n in s.smooth_moduli)}}}; the networked chain: "
+        f"N = {s.networked_modulus}); precision k = {s.precision}; single-user noise with "
+        f"k·ln(1/p) = {s.noise_epsilon} added with probability q = {s.single_user_q} "
+        f"(q = {fmt(float(s.colluder_q()))} in the colluder sweep, so that e^(−q·h) = 1% at "
+        "the fewest honest users Lemma 13 allows). They are small on purpose, to make the "
+        f"adversary's advantage measurable: with k = {s.precision} the target's input takes "
+        f"one of {s.precision + 1} values (prior 1/{s.precision + 1} in single-user mode), "
+        f"so {s.trials} rounds per point of the m and colluder sweeps pin its guessing "
+        f"accuracy down to ±{fmt(half_width, 2)} or better (95% Wilson interval); "
+        f"N ≤ {largest} keeps the exact posterior, which "
+        "runs over all N residues, cheap; and the m sweep starts at m = 1, where the lemmas' "
+        "bounds are vacuous and the attack should win. For contrast, at "
+        f"n = {s.colluder_users}, ε = {CONTRAST_EPSILON:g}, δ = {delta_label(CONTRAST_DELTA)} "
+        f"`cloaknet plan` selects: {_planner_choice(s.colluder_users)}. The verdicts below "
+        "test the lemmas' bounds and the attack at the toy parameters; they do not measure "
+        "the privacy of a planned deployment.\n"
+    )
 
 
 def _first_informative_m(modulus: int) -> int | None:
@@ -302,7 +372,8 @@ def report(
     count: int,
     guessing: Sequence[str] = (),
 ) -> str:
-    """The Markdown text of ``report.md``: a summary of the verdicts, the ``guessing``
+    """The Markdown text of ``report.md``: the statement that the parameters are fixed toy
+    parameters (:func:`parameters_note`), a summary of the verdicts, the ``guessing``
     sentences (:func:`~.guessing.guess_sentence`, up front because they carry the causes),
     the headline table, the ``sections`` in order, and the list of files; ``count``
     attacked rounds took ``seconds``."""
@@ -320,13 +391,11 @@ def report(
         f"Generated by `cloaknet experiment collusion{' --quick' if s.quick else ''} "
         f"--trials {s.trials}` in {seconds:.0f} s ({count} attacked rounds, {s.jobs} processes"
         f"{'' if s.seed is None else f', seed {s.seed}'}).\n",
+        parameters_note(s),
         "The adversary is the analyzer colluding with |C| users; it removes their revealed "
         "messages and computes the exact posterior of the target's input from the remaining "
         "shares (counts B_x of Lemma 3; in single-user mode convolved with D_{N,p}, and told "
-        "the other honest user's input and who added noise). "
-        f"Parameters are toy-sized so the inference is exact: N = {s.modulus}, "
-        f"k = {s.precision}, single-user noise with k·ln(1/p) = {s.noise_epsilon} added with "
-        f"probability q = {s.single_user_q}.\n",
+        "the other honest user's input and who added noise).\n",
         "## Headline: empirical vs bound\n",
         summary + "\n",
     ]

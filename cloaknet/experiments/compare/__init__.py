@@ -8,6 +8,17 @@ split-and-mix protocol of Balle, Bell, Gascón and Nissim) on a grid of n and ε
 runs ``trials`` rounds of each, and reports the measured communication and error next to
 the paper's formulas and the protocols' own predictions.
 
+Rows (:mod:`.lineup`)
+    Two *default* rows, ``default-single-user`` and ``default-sum-preserving``, run exactly
+    what ``cloaknet plan`` selects for each (n, ε, δ) in each mode
+    (``select_plan(n, ε, δ, mode=…).protocol()``, bound ``auto``; at the default grid the BBGN
+    bound: split-and-mix with Pólya noise in single-user mode, the cloak's encoder in
+    sum-preserving mode). The named rows are built by :func:`cloaknet.protocols.make_protocol`;
+    the two cloak rows thus use the seed lemmas with the optimized search (bound
+    ``optimized``). Every feasible cell records the protocol it ``runs``, its ``bound``, its
+    ``noise`` and its message ``modulus``, and the report and plots label every row with its
+    bound and noise.
+
 Input data
     For each n one input vector x ∈ [0, 1)^n is drawn once from numpy's PCG64 seeded with
     (``seed`` or 0, n) (:mod:`.data`). This is *data*, not protocol randomness: every
@@ -17,7 +28,7 @@ Input data
 Protocol randomness
     Every trial draws from its own :class:`~cloaknet.randomness.RandomSource`: the OS CSPRNG
     when ``seed`` is None, else a :class:`~cloaknet.randomness.DeterministicRandom` keyed by
-    (seed, protocol, n, ε, δ, trial index), so a seeded run is replayable bit for bit and
+    (seed, row, n, ε, δ, trial index), so a seeded run is replayable bit for bit and
     does not depend on ``jobs`` or on how trials are split between processes. numpy's
     generators are never used for protocol randomness.
 
@@ -28,7 +39,7 @@ Two simulation methods (the ``method`` column; :mod:`.simulate`)
     sampler (blanket, central: one message per user). ``sufficient-statistic`` draws the
     exact distribution of the one sum each analyzer depends on (:mod:`.sufficient`).
 
-Statistics per (protocol, n, ε) (:mod:`.summary`, :mod:`cloaknet.experiments.stats`)
+Statistics per (row, n, ε) (:mod:`.summary`, :mod:`cloaknet.experiments.stats`)
     measured RMSE = sqrt(mean of error²) over the trials; its 95% interval is a χ² interval
     with kurtosis-adjusted degrees of freedom (:func:`~cloaknet.experiments.stats.rmse_interval`):
     exact for Gaussian errors, approximate otherwise (a deterministic error, as the
@@ -39,9 +50,9 @@ Statistics per (protocol, n, ε) (:mod:`.summary`, :mod:`cloaknet.experiments.st
     bound over all inputs for the others, but the planner's model (uniform fractional parts)
     for the cloak.
 
-Outputs in ``out`` (:mod:`.run`): ``compare.csv`` (one row per cell), ``trials.csv`` (one row
-per round), ``error_vs_users.png``, ``communication_vs_users.png`` (:mod:`.plots`),
-``settings.json`` and ``report.md`` (:mod:`.report`, :mod:`.findings`).
+Outputs in ``out`` (:mod:`.run`): ``compare.csv`` (one line per (row, n, ε) cell),
+``trials.csv`` (one line per round), ``error_vs_users.png``, ``communication_vs_users.png``
+(:mod:`.plots`), ``settings.json`` and ``report.md`` (:mod:`.report`, :mod:`.findings`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """The sentences of the compare report, computed from the result rows (nothing in them is
 hard-coded): who has the lowest error, how the errors and the communication grow with n,
-how the measurements agree with the predictions, which cells used the fast path.
+how the measurements agree with the predictions, which cells used the fast path, and what the
+default plan (the rows ``default-single-user`` and ``default-sum-preserving``: what
+``cloaknet plan`` selects) chose and how it compares with the seed-lemma cloak of its mode and
+with any named row that has the same parameters.
 
 Every comparison of measured errors is judged by the 95% intervals of the RMSEs (χ²
 intervals from :func:`cloaknet.experiments.stats.rmse_interval`, on scipy): overlapping
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from cloaknet.experiments.compare.lineup import DEFAULT_ROWS, bound_label
 from cloaknet.experiments.compare.rows import CellRow, Measurement, Plan
 from cloaknet.experiments.compare.settings import CompareSettings
 from cloaknet.experiments.stats import loglog_slope, overlap
@@ -23,6 +27,7 @@ from cloaknet.experiments.text import fmt, integral, n_label, shorten, span
 
 __all__ = [
     "SAME_PREDICTION",
+    "SEED_ROW",
     "SINGLE_USER_SHUFFLED",
     "agreement",
     "cheu_rule",
@@ -30,11 +35,23 @@ __all__ = [
     "find_cell",
     "findings",
     "methods_note",
+    "versus",
 ]
 
-#: Protocols protecting single-user changes in the shuffled model (central is a trusted
-#: curator; the sum-preserving cloak protects a weaker neighbouring notion).
-SINGLE_USER_SHUFFLED: Final[tuple[str, ...]] = ("cloak-single-user", "blanket", "cheu", "bbgn")
+#: Rows protecting single-user changes in the shuffled model (central is a trusted curator;
+#: the sum-preserving rows protect a weaker neighbouring notion).
+SINGLE_USER_SHUFFLED: Final[tuple[str, ...]] = (
+    "default-single-user",
+    "cloak-single-user",
+    "blanket",
+    "cheu",
+    "bbgn",
+)
+#: The row of the cloak with the seed lemmas (optimized) for each mode of a default row.
+SEED_ROW: Final[dict[str, str]] = {
+    "single-user": "cloak-single-user",
+    "sum-preserving": "cloak-sum-preserving",
+}
 
 
 @dataclass(frozen=True)
@@ -323,6 +340,16 @@ def _same_plan(cells: Sequence[_Feasible]) -> bool:
     )
 
 
+def _bounds(cells: Sequence[_Feasible]) -> str:
+    """The bound labels of ``cells``' plans, distinct, joined with " / "."""
+    labels: list[str] = []
+    for f in cells:
+        label = bound_label(f.plan.bound)
+        if label not in labels:
+            labels.append(label)
+    return " / ".join(labels)
+
+
 def _cloak(settings: CompareSettings, ref: Sequence[CellRow], eps: float) -> list[str]:
     cloak = _feasible(ref, "cloak-single-user")
     if not cloak:
@@ -331,7 +358,9 @@ def _cloak(settings: CompareSettings, ref: Sequence[CellRow], eps: float) -> lis
     decades = math.log10(last.users / first.users) if last is not first else 0.0
     formula = math.sqrt(math.log(1.0 / settings.delta)) / eps
     text = (
-        f"The single-user cloak sends {fmt(integral(first.plan.messages_per_user))} messages "
+        f"The single-user cloak with the {_bounds(cloak)} and "
+        f"{' / '.join(sorted({f.plan.noise for f in cloak}))} noise sends "
+        f"{fmt(integral(first.plan.messages_per_user))} messages "
         f"of {first.plan.bits_per_message} bits at n = {n_label(first.users)}"
     )
     if decades > 0:
@@ -381,7 +410,8 @@ def _sum_preserving(ref: Sequence[CellRow]) -> list[str]:
         for f in sp
     )
     return [
-        f"The sum-preserving cloak's RMSE ({fmt(min(rmses))}–{fmt(max(rmses))}) "
+        f"The sum-preserving cloak with the {_bounds(sp)}: its RMSE "
+        f"({fmt(min(rmses))}–{fmt(max(rmses))}) "
         + (
             "is exactly its deterministic rounding bias Σ frac(x_i·k)/k in every row"
             if exact
@@ -398,6 +428,140 @@ def _sum_preserving(ref: Sequence[CellRow]) -> list[str]:
         f"{fmt(2.0 ** -sp[0].plan.messages_per_user)} or less"
         + (": the precision k alone sets this protocol's error." if exact else ".")
     ]
+
+
+#: How :func:`versus` words each outcome.
+_VERSUS_TEXT: Final[dict[str, str]] = {
+    "lower": "lower (disjoint 95% intervals)",
+    "higher": "higher (disjoint 95% intervals)",
+    "within": "within sampling noise (overlapping 95% intervals)",
+    "equal": "equal (both deterministic)",
+}
+
+
+def versus(a: CellRow | None, b: CellRow | None) -> str | None:
+    """How the measured RMSE of ``a`` compares with that of ``b``, judged by the 95%
+    intervals: ``"equal"`` when both are the same point interval (deterministic errors, to
+    1e-12 relative), ``"within"`` when the intervals overlap, else ``"lower"`` or
+    ``"higher"``; None when either is not measured."""
+    ia, ib = _interval(a), _interval(b)
+    if ia is None or ib is None:
+        return None
+    if ia[0] == ia[1] and ib[0] == ib[1] and math.isclose(ia[0], ib[0], rel_tol=1e-12):
+        return "equal"
+    if overlap(ia, ib):
+        return "within"
+    return "lower" if ia[1] < ib[0] else "higher"
+
+
+def _same_parameters(a: Plan, b: Plan) -> bool:
+    """The same protocol, bound, noise, messages, message modulus and precision."""
+    return (a.runs, a.bound, a.noise, a.messages_per_user, a.modulus, a.precision) == (
+        b.runs,
+        b.bound,
+        b.noise,
+        b.messages_per_user,
+        b.modulus,
+        b.precision,
+    )
+
+
+def _against(cells: Sequence[_Feasible], other: str, ref: Sequence[CellRow], eps: float) -> str:
+    """The measured RMSE of ``cells`` against row ``other``'s at the same n, grouped by
+    :func:`versus` (with both values and intervals where they differ); "" without a measured
+    pair."""
+    groups: dict[str, list[str]] = {}
+    for f in cells:
+        theirs = find_cell(ref, other, f.users, eps)
+        verdict = versus(f.row, theirs)
+        if verdict is None or theirs is None or theirs.plan is None:
+            continue
+        detail = ""
+        if verdict in ("lower", "higher"):
+            detail = f" ({_with_ci(f)} against {_with_ci(_Feasible(theirs, theirs.plan))})"
+        groups.setdefault(verdict, []).append(f"n = {n_label(f.users)}{detail}")
+    return "; ".join(
+        f"{_VERSUS_TEXT[verdict]} at {', '.join(where)}" for verdict, where in groups.items()
+    )
+
+
+def _selection(cells: Sequence[_Feasible]) -> str:
+    """What the default plan selected, grouped by (bound, noise, protocol run) over n."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for f in cells:
+        groups.setdefault((f.plan.bound, f.plan.noise, f.plan.runs), []).append(f.users)
+    return "; ".join(
+        f"the {bound_label(bound)} "
+        + ("without noise" if noise == "none" else f"with {noise} noise")
+        + f", running {runs}, at n = {', '.join(n_label(n) for n in ns)}"
+        for (bound, noise, runs), ns in groups.items()
+    )
+
+
+def _defaults(settings: CompareSettings, ref: Sequence[CellRow], eps: float) -> list[str]:
+    """One sentence per default row at ε = ``eps``: what ``cloaknet plan`` selected per n,
+    its messages against the seed-lemma cloak of its mode, the named rows with the same
+    parameters at every n, and its measured RMSE against both (by :func:`versus`)."""
+    out = []
+    for name, mode in DEFAULT_ROWS.items():
+        if name not in settings.protocols:
+            continue
+        cells = _feasible(ref, name)
+        infeasible = [r for r in ref if r.protocol == name and r.plan is None]
+        if not cells:
+            if infeasible:
+                out.append(
+                    f"The default plan for {mode} changes ({name}) is infeasible at n = "
+                    f"{', '.join(n_label(r.users) for r in infeasible)}: "
+                    f"{shorten(infeasible[0].reason)}."
+                )
+            continue
+        text = (
+            f"The default plan for {mode} changes ({name}: what `cloaknet plan --mode {mode}` "
+            f"selects, bound auto) takes {_selection(cells)}"
+        )
+        if infeasible:
+            text += f" (infeasible at n = {', '.join(n_label(r.users) for r in infeasible)})"
+        text += (
+            f"; it sends {', '.join(fmt(integral(f.plan.messages_per_user)) for f in cells)} "
+            "messages per user"
+        )
+        seed = SEED_ROW[mode]
+        seeds = [find_cell(ref, seed, f.users, eps) for f in cells]
+        seed_cells = [_Feasible(s, s.plan) for s in seeds if s is not None and s.plan]
+        if len(seed_cells) == len(cells):
+            text += (
+                f" against {', '.join(fmt(integral(c.plan.messages_per_user)) for c in seed_cells)}"
+                f" for {seed} ({_bounds(seed_cells)})"
+            )
+            if all(
+                c.plan.precision == f.plan.precision for c, f in zip(seed_cells, cells, strict=True)
+            ):
+                text += ", with the same precision k at every n"
+        twins = [
+            other
+            for other in settings.protocols
+            if other != name
+            and all(
+                (c := find_cell(ref, other, f.users, eps)) is not None
+                and c.plan is not None
+                and _same_parameters(f.plan, c.plan)
+                for f in cells
+            )
+        ]
+        for twin in twins:
+            text += (
+                f". Its parameters (protocol, bound, noise, messages, modulus, precision) are "
+                f"those of the {twin} row at every n"
+            )
+            compared = _against(cells, twin, ref, eps)
+            if compared:
+                text += f"; its measured RMSE (independent rounds) is {compared} against {twin}'s"
+        compared = _against(cells, seed, ref, eps) if seed not in twins else ""
+        if compared:
+            text += f". Against {seed} its measured RMSE is {compared}"
+        out.append(text + ".")
+    return out
 
 
 def _communication(settings: CompareSettings, ref: Sequence[CellRow]) -> list[str]:
@@ -424,6 +588,7 @@ def findings(settings: CompareSettings, rows: Sequence[CellRow], eps: float) -> 
     (a topic without the rows it needs is left out)."""
     ref = [r for r in rows if r.epsilon == eps]
     return [
+        *_defaults(settings, ref, eps),
         *_lowest_errors(settings, rows, eps),
         *_bbgn_vs_central(settings, rows, eps),
         *_blanket(ref),

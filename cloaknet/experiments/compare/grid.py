@@ -1,8 +1,10 @@
 """The cells of a compare run and their division into worker tasks.
 
-A cell is one (protocol, n, ε) at the run's δ: the protocol instance (or why it is
-infeasible), the simulation method and the protocol's plan (communication and predictions on
-the fixed inputs). Its ``trials`` rounds are cut into chunks of roughly equal cost.
+A cell is one (row, n, ε) at the run's δ: the row's protocol instance (:func:`.lineup.build`:
+the default plan of ``cloaknet plan`` or a protocol by name), or why it is infeasible, the
+simulation method and the protocol's plan (what it runs, its bound and noise, communication
+and predictions on the fixed inputs). Its ``trials`` rounds are cut into chunks of roughly
+equal cost.
 """
 
 from __future__ import annotations
@@ -16,18 +18,20 @@ from numpy.typing import NDArray
 
 from cloaknet.errors import InfeasiblePlanError, ParameterError
 from cloaknet.experiments.compare.data import input_vector
+from cloaknet.experiments.compare.lineup import Built, build
 from cloaknet.experiments.compare.rows import Method, Plan
 from cloaknet.experiments.compare.settings import CompareSettings
 from cloaknet.experiments.compare.simulate import Task, choose_method, trial_cost
-from cloaknet.protocols import SummationProtocol, make_protocol
+from cloaknet.protocols import SummationProtocol
 
 __all__ = ["Cell", "build_cells", "plan_tasks"]
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One (protocol ``name``, n = ``users``, ε) cell. Feasible cells have ``protocol``,
-    ``method`` and ``plan``; infeasible ones only ``reason`` ("ErrorType: message")."""
+    """One (row ``name``, n = ``users``, ε) cell (``name`` one of :data:`.lineup.ROWS`).
+    Feasible cells have ``protocol``, ``method`` and ``plan``; infeasible ones only
+    ``reason`` ("ErrorType: message")."""
 
     name: str
     users: int
@@ -38,13 +42,18 @@ class Cell:
     plan: Plan | None = None
 
 
-def _plan(protocol: SummationProtocol, x: NDArray[np.float64], truth: float) -> Plan:
+def _plan(built: Built, x: NDArray[np.float64], truth: float) -> Plan:
+    protocol = built.protocol
     precision = protocol.describe().get("precision")
     return Plan(
+        runs=protocol.name,
+        bound=built.bound,
+        noise=built.noise,
         messages_per_user=float(protocol.messages_per_user),
         bits_per_message=int(protocol.bits_per_message),
         bytes_per_message=int(protocol.bytes_per_message),
         bytes_per_user=float(protocol.bytes_per_user),
+        modulus=int(protocol.message_modulus),
         precision=int(precision) if isinstance(precision, int) else None,
         predicted_rmse=float(protocol.predicted_rmse_for(x)),
         predicted_rmse_generic=float(protocol.predicted_rmse()),
@@ -53,9 +62,9 @@ def _plan(protocol: SummationProtocol, x: NDArray[np.float64], truth: float) -> 
 
 
 def build_cells(settings: CompareSettings) -> list[Cell]:
-    """Every cell of the grid, ordered by n, then ε, then the order of ``settings.protocols``.
-    A protocol that cannot be planned (InfeasiblePlanError or ParameterError from
-    :func:`make_protocol`) gives an infeasible cell instead of an error."""
+    """Every cell of the grid, ordered by n, then ε, then the order of ``settings.protocols``
+    (each row built by :func:`.lineup.build`). A row that cannot be planned
+    (InfeasiblePlanError or ParameterError) gives an infeasible cell instead of an error."""
     cells = []
     for n in settings.users:
         x = input_vector(n, settings.seed)
@@ -63,12 +72,13 @@ def build_cells(settings: CompareSettings) -> list[Cell]:
         for eps in settings.epsilons:
             for name in settings.protocols:
                 try:
-                    protocol = make_protocol(name, n, eps, settings.delta)
+                    built = build(name, n, eps, settings.delta)
                 except (InfeasiblePlanError, ParameterError) as exc:
                     cells.append(Cell(name, n, eps, None, f"{type(exc).__name__}: {exc}", None))
                     continue
+                protocol = built.protocol
                 method = choose_method(protocol, n, settings.max_messages_per_trial)
-                cells.append(Cell(name, n, eps, protocol, None, method, _plan(protocol, x, truth)))
+                cells.append(Cell(name, n, eps, protocol, None, method, _plan(built, x, truth)))
     return cells
 
 

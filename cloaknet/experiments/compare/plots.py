@@ -1,9 +1,9 @@
 """The two PNG plots of the compare experiment: error vs n and communication vs n.
 
 Protocols sharing an n are offset sideways (a few hundredths of a decade, so none hides
-another), the legend sits outside the data with one entry per protocol plus one per line
-style, and every infeasible cell is drawn as a labelled "infeasible" box at its n instead of being
-left out.
+another), the legend sits outside the data with one entry per row (its name, then the bound
+and noise its cells used: :func:`.lineup.caption`) plus one per line style, and every
+infeasible cell is drawn as a labelled "infeasible" box at its n instead of being left out.
 """
 
 from __future__ import annotations
@@ -14,15 +14,25 @@ from typing import Any, Final, Literal
 
 import numpy as np
 
+from cloaknet.experiments.compare.lineup import DEFAULT_ROWS, caption
 from cloaknet.experiments.compare.rows import CellRow, Measurement, Plan
 from cloaknet.experiments.compare.settings import CompareSettings
 from cloaknet.experiments.output import pyplot
 from cloaknet.experiments.plotting import log_offsets, save_figure
 
-__all__ = ["STYLE", "infeasible_cells", "plot_communication", "plot_error", "protocol_offsets"]
+__all__ = [
+    "STYLE",
+    "infeasible_cells",
+    "legend_label",
+    "plot_communication",
+    "plot_error",
+    "protocol_offsets",
+]
 
-#: (colour, marker) per protocol.
+#: (colour, marker) per row.
 STYLE: Final[dict[str, tuple[str, str]]] = {
+    "default-single-user": ("tab:purple", "P"),
+    "default-sum-preserving": ("tab:brown", "*"),
     "cloak-single-user": ("tab:blue", "o"),
     "cloak-sum-preserving": ("tab:cyan", "D"),
     "blanket": ("tab:red", "v"),
@@ -135,12 +145,32 @@ def _infeasible_notes(
     return notes
 
 
+def legend_label(name: str, rows: Sequence[CellRow]) -> str:
+    """The legend entry of row ``name``: the name (with "(cloaknet plan's choice)" for a
+    default row), and on a second line the bound and noise of its feasible cells among
+    ``rows`` (:func:`.lineup.caption`)."""
+    cells = [
+        (r.plan.runs, r.plan.bound, r.plan.noise)
+        for r in sorted(rows, key=lambda r: (r.users, r.epsilon))
+        if r.protocol == name and r.plan is not None
+    ]
+    chooser = " (cloaknet plan's choice)" if name in DEFAULT_ROWS else ""
+    return f"{name}{chooser}\n  {caption(name, cells, chooser=False)}"
+
+
 def _protocol_handles(settings: CompareSettings, rows: Sequence[CellRow]) -> list[Any]:
     from matplotlib.lines import Line2D
 
     present = {r.protocol for r in rows}
     return [
-        Line2D([], [], color=_style(name)[0], marker=_style(name)[1], linestyle="-", label=name)
+        Line2D(
+            [],
+            [],
+            color=_style(name)[0],
+            marker=_style(name)[1],
+            linestyle="-",
+            label=legend_label(name, rows),
+        )
         for name in settings.protocols
         if name in present
     ]
@@ -210,8 +240,8 @@ def plot_error(path: Path, settings: CompareSettings, rows: Sequence[CellRow]) -
 
 def plot_communication(path: Path, settings: CompareSettings, rows: Sequence[CellRow]) -> None:
     """Bytes per user and messages per user against n (log-log), one colour per protocol and
-    one line style per ε, protocols offset sideways, infeasible cells labelled; legend on the
-    right; written to ``path`` as PNG."""
+    one line style per ε, protocols offset sideways, infeasible cells labelled; legend below
+    the panels (two columns); written to ``path`` as PNG."""
     from matplotlib.lines import Line2D
 
     plt = pyplot()
@@ -253,8 +283,9 @@ def plot_communication(path: Path, settings: CompareSettings, rows: Sequence[Cel
         ]
     fig.legend(
         handles=handles,
-        loc="center left",
-        bbox_to_anchor=(1.0, 0.5),
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(2, len(handles)),
         fontsize=10,
         frameon=False,
     )

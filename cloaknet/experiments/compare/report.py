@@ -1,5 +1,6 @@
 """``report.md`` of the compare experiment: Figure 1 of the paper next to the measurements,
-the findings, the plots and the full table."""
+the findings, the plots and the full table. Every row is labelled with the bound and the noise
+its cells used (:func:`row_label`), and the tables give both per cell."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from cloaknet.experiments.compare.findings import (
     findings,
     methods_note,
 )
+from cloaknet.experiments.compare.lineup import DEFAULT_ROWS, bound_label, caption
 from cloaknet.experiments.compare.rows import CellRow, Measurement, Plan
 from cloaknet.experiments.compare.settings import CompareSettings
 from cloaknet.experiments.text import delta_label, fmt, integral, markdown_table, n_label, shorten
@@ -25,6 +27,7 @@ __all__ = [
     "PAPER_FIGURE_1",
     "reference_epsilon",
     "report",
+    "row_label",
 ]
 
 #: The ε and δ of the reproduced Figure 1 table.
@@ -91,17 +94,36 @@ def _rmse_interval(r: CellRow, _: Plan) -> str:
     return _interval(r.measurement)
 
 
+def row_label(name: str, rows: Sequence[CellRow]) -> str:
+    """The report's label of row ``name``: the name, its reference ("(New, line 1)",
+    "(Balle et al.)", "(the default plan of `cloaknet plan --mode …`)", "(not in Figure
+    1)", or the calibrated-variant note), then " — " and the bound and noise of its
+    feasible cells among ``rows`` (:func:`.lineup.caption`)."""
+    paper = PAPER_FIGURE_1.get(name)
+    mode = DEFAULT_ROWS.get(name)
+    label = f"{name} ({paper[0]})" if paper else f"{name} (not in Figure 1)"
+    if mode is not None:
+        label = f"{name} (the default plan of `cloaknet plan --mode {mode}`)"
+    if name in CALIBRATED:
+        label = f"{name} (the project's calibrated variant of {paper[0] if paper else name})"
+    label = label.replace("(New (line ", "(New, line ").replace("))", ")")
+    cells = [
+        (r.plan.runs, r.plan.bound, r.plan.noise)
+        for r in sorted(rows, key=lambda r: (r.users, r.epsilon))
+        if r.protocol == name and r.plan is not None
+    ]
+    return f"{label} — {caption(name, cells)}"
+
+
 def _figure_table(settings: CompareSettings, rows: Sequence[CellRow], eps: float) -> str:
     headers = ["protocol", "quantity", "paper (Figure 1)"] + [
         f"n = {n_label(n)}" for n in settings.users
     ]
     table: list[list[Any]] = []
+    at_eps = [r for r in rows if r.epsilon == eps]
     for name in settings.protocols:
         paper = PAPER_FIGURE_1.get(name)
-        label = f"{name} ({paper[0]})" if paper else f"{name} (not in Figure 1)"
-        if name in CALIBRATED:
-            label = f"{name} (the project's calibrated variant of {paper[0] if paper else name})"
-        label = label.replace("(New (line ", "(New, line ").replace("))", ")")
+        label = row_label(name, at_eps)
 
         def values(pick: Callable[[CellRow, Plan], Any], name: str = name) -> list[Any]:
             cells: list[Any] = []
@@ -110,9 +132,14 @@ def _figure_table(settings: CompareSettings, rows: Sequence[CellRow], eps: float
                 cells.append("infeasible" if r is None or r.plan is None else pick(r, r.plan))
             return cells
 
+        if name in DEFAULT_ROWS:
+            table.append([label, "protocol run", "—", *values(lambda _, p: p.runs)])
+            label = ""
+        table.append([label, "bound", "—", *values(lambda _, p: bound_label(p.bound))])
+        table.append(["", "noise", "—", *values(lambda _, p: p.noise)])
         table.append(
             [
-                label,
+                "",
                 "messages / user",
                 paper[1] if paper else "—",
                 *values(lambda _, p: integral(p.messages_per_user)),
@@ -145,6 +172,9 @@ def _full_table(rows: Sequence[CellRow]) -> str:
                 r.protocol,
                 r.users,
                 r.epsilon,
+                plan.runs if plan else "—",
+                plan.bound if plan else "—",
+                plan.noise if plan else "—",
                 r.method or "—",
                 integral(plan.messages_per_user) if plan else None,
                 plan.bits_per_message if plan else None,
@@ -165,6 +195,9 @@ def _full_table(rows: Sequence[CellRow]) -> str:
             "protocol",
             "n",
             "ε",
+            "runs",
+            "bound",
+            "noise",
             "method",
             "m",
             "bits",
@@ -212,7 +245,14 @@ def report(settings: CompareSettings, rows: Sequence[CellRow], seconds: float) -
         "estimate − Σx over the rounds. Message sizes are the wire format's fixed widths.\n",
         f"## Figure 1 reproduced (ε = {eps:g}, δ = {delta_label(settings.delta)}){figure_note}\n",
         "The paper's column is its asymptotic formula (constants suppressed, as in the "
-        "paper); the other columns are measured. The central curator and bbgn "
+        "paper); the other columns are measured. Every row names the bound and the noise "
+        "its cells used (bound `optimized`: the seed lemmas with the optimized search; for "
+        "blanket, cheu and central, which have no choice of bound, the protocol's own "
+        "analysis). The two default rows run exactly what `cloaknet plan` selects for each "
+        "(n, ε, δ) in each mode (`select_plan(n, ε, δ, mode=…)`, bound auto: whichever of "
+        "the seed lemmas and the BBGN bound needs fewer messages), so they may run another "
+        "protocol than their name says (the `protocol run` line); the cloak rows keep the "
+        "seed lemmas (optimized) whatever the default selects. The central curator and bbgn "
         "(split-and-mix with distributed discrete Laplace noise) are not in Figure 1 and "
         "serve as references. Figure 1 gives the new protocol two lines, next to its two "
         "privacy notions (single-user change, sum-preserving change); they are paired here "
@@ -249,7 +289,8 @@ def report(settings: CompareSettings, rows: Sequence[CellRow], seconds: float) -
         "`cloaknet/experiments/compare/sufficient.py`.\n",
         "\n## Full table\n",
         _full_table(rows),
-        "\n## Files\n\n`compare.csv` (the table above, unrounded), `trials.csv` (every round), "
+        "\n## Files\n\n`compare.csv` (the table above, unrounded, with the message modulus), "
+        "`trials.csv` (every round), "
         "`error_vs_users.png`, `communication_vs_users.png`, `settings.json`.\n",
     ]
     return "\n".join(text)

@@ -1,5 +1,5 @@
 """The typed results of the compare experiment: one :class:`TrialRow` per round, one
-:class:`CellRow` per (protocol, n, ε). They become dicts only at the CSV/JSON edge
+:class:`CellRow` per (row, n, ε). They become dicts only at the CSV/JSON edge
 (:meth:`CellRow.as_dict`, :func:`cloaknet.experiments.output.row_dict`)."""
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ Method = Literal["messages", "sufficient-statistic"]
 
 @dataclass(frozen=True)
 class TrialRow:
-    """One round: the analyzer's ``estimate`` of Σx, the exact ``true_sum`` (both in units of
-    the inputs x ∈ [0, 1)), ``error`` = estimate − true_sum, and the wall-clock ``seconds``
-    of the round."""
+    """One round of row ``protocol`` (:data:`~.lineup.ROWS`): the analyzer's ``estimate`` of
+    Σx, the exact ``true_sum`` (both in units of the inputs x ∈ [0, 1)), ``error`` =
+    estimate − true_sum, and the wall-clock ``seconds`` of the round."""
 
     protocol: str
     users: int
@@ -44,15 +44,23 @@ class TrialRow:
 
 @dataclass(frozen=True)
 class Plan:
-    """What a feasible protocol instance sends and predicts: m (float: the blanket's is
-    fractional in expectation), message width in bits and bytes, bytes per user, the
-    precision k (None when the protocol has none), the RMSE predicted on the fixed inputs,
-    the generic predicted RMSE and the exact bias E[estimate] − Σx (units of x)."""
+    """What a feasible protocol instance runs, sends and predicts: ``runs`` the protocol's
+    name (a default row's may differ from the row's: ``bbgn``, ``cloak-sum-preserving``),
+    the ``bound`` and ``noise`` it uses (:func:`~.lineup.bound_and_noise`, or the selected
+    plan's for a default row), m (float: the blanket's is fractional in expectation),
+    message width in bits and bytes, bytes per user, the message ``modulus`` (messages lie in
+    [0, modulus)), the precision k (None when the protocol has none), the RMSE predicted on
+    the fixed inputs, the generic predicted RMSE and the exact bias E[estimate] − Σx (units
+    of x)."""
 
+    runs: str
+    bound: str
+    noise: str
     messages_per_user: float
     bits_per_message: int
     bytes_per_message: int
     bytes_per_user: float
+    modulus: int
     precision: int | None
     predicted_rmse: float
     predicted_rmse_generic: float
@@ -79,8 +87,9 @@ class Measurement:
 
 @dataclass(frozen=True)
 class CellRow:
-    """One (protocol, n, ε) cell. ``plan`` is None for an infeasible cell (``reason`` says
-    why; ``method`` is then None too); ``measurement`` is None when no trial ran."""
+    """One (row, n, ε) cell; ``protocol`` is the row's name (:data:`~.lineup.ROWS`). ``plan``
+    is None for an infeasible cell (``reason`` says why; ``method`` is then None too);
+    ``measurement`` is None when no trial ran."""
 
     protocol: str
     users: int

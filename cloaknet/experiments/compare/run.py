@@ -30,7 +30,7 @@ def run_compare_experiment(
     ``report.md`` into ``out`` (created if needed). Progress goes to ``console`` (default:
     standard error).
 
-    Returns ``{"rows": [...], "seconds": float}``: one JSON-ready dict per (protocol, n, ε)
+    Returns ``{"rows": [...], "seconds": float}``: one JSON-ready dict per (row, n, ε)
     with the keys of :data:`~cloaknet.experiments.compare.rows.ROW_COLUMNS` (None where not
     applicable, e.g. the measurements of an infeasible cell), and the wall-clock time of the
     whole run.

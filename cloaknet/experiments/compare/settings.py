@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from cloaknet.errors import ParameterError
+from cloaknet.experiments.compare.lineup import ROWS
 from cloaknet.experiments.parallel import default_jobs
-from cloaknet.protocols import PROTOCOLS
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -40,7 +40,9 @@ class CompareSettings:
 
     Invariants (ParameterError otherwise): ``users`` non-empty, each >= 2; ``epsilons``
     non-empty, each finite > 0; 0 < ``delta`` < 1; ``trials`` >= 2; ``jobs`` >= 1;
-    ``protocols`` a non-empty subset of :data:`PROTOCOLS` without repeats;
+    ``protocols`` the rows to run: a non-empty subset of :data:`.lineup.ROWS` (the default
+    plans of both modes and every protocol of :data:`cloaknet.protocols.PROTOCOLS`; all of
+    them by default, in that order) without repeats;
     ``max_messages_per_trial`` >= 0 (0: every protocol with a sufficient-statistic sampler
     uses it). ``seed`` None draws the protocol randomness from the OS CSPRNG.
     """
@@ -52,7 +54,7 @@ class CompareSettings:
     jobs: int
     seed: int | None
     quick: bool
-    protocols: tuple[str, ...] = PROTOCOLS
+    protocols: tuple[str, ...] = ROWS
     max_messages_per_trial: int = DEFAULT_MESSAGE_LIMIT
 
     def __post_init__(self) -> None:
@@ -68,10 +70,10 @@ class CompareSettings:
             raise ParameterError(f"trials must be >= 2, got {self.trials}")
         if self.jobs < 1:
             raise ParameterError(f"jobs must be >= 1, got {self.jobs}")
-        unknown = [p for p in self.protocols if p not in PROTOCOLS]
+        unknown = [p for p in self.protocols if p not in ROWS]
         if not self.protocols or unknown or len(set(self.protocols)) != len(self.protocols):
             raise ParameterError(
-                f"protocols must be distinct names from {', '.join(PROTOCOLS)}; "
+                f"protocols must be distinct names from {', '.join(ROWS)}; "
                 f"got {self.protocols!r}"
             )
         if self.max_messages_per_trial < 0:

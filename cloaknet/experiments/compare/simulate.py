@@ -22,13 +22,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cloaknet.experiments.compare.data import input_vector, trial_rng
+from cloaknet.experiments.compare.lineup import build_protocol
 from cloaknet.experiments.compare.rows import Method, TrialRow
 from cloaknet.experiments.compare.sufficient import (
     FAST_PATH_PROTOCOLS,
     SufficientStatisticSampler,
 )
 from cloaknet.experiments.samplers import DIRECT_LIMIT
-from cloaknet.protocols import BBGNProtocol, SummationProtocol, make_protocol
+from cloaknet.protocols import BBGNProtocol, SummationProtocol
 from cloaknet.randomness import RandomSource
 from cloaknet.vectorized import shuffle
 
@@ -97,7 +98,8 @@ def simulate_trial(
 
 @dataclass(frozen=True)
 class Task:
-    """Trials ``first`` … ``first + count − 1`` of one (protocol, n, ε) cell (picklable)."""
+    """Trials ``first`` … ``first + count − 1`` of one (row ``protocol``, n, ε) cell
+    (picklable; the row is one of :data:`.lineup.ROWS`)."""
 
     protocol: str
     users: int
@@ -111,11 +113,12 @@ class Task:
 
 def run_task(task: Task) -> list[TrialRow]:
     """Simulate one chunk of trials (a picklable top-level worker); one row per trial, in
-    trial order. Trial i draws from :func:`trial_rng` keyed by i, so the rows do not depend
-    on how the trials are chunked."""
+    trial order. The row's protocol is rebuilt by :func:`.lineup.build_protocol` (the same
+    parameters as the cell's). Trial i draws from :func:`trial_rng` keyed by the row's name
+    and i, so the rows do not depend on how the trials are chunked."""
     x = input_vector(task.users, task.seed)
     truth = math.fsum(x.tolist())
-    protocol = make_protocol(task.protocol, task.users, task.epsilon, task.delta)
+    protocol = build_protocol(task.protocol, task.users, task.epsilon, task.delta)
     simulator = _Round(protocol, x, task.method)
     rows = []
     for trial in range(task.first, task.first + task.count):
