@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -22,8 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cloaknet.certified import display_down
-from cloaknet.demo_plan import choose
+from cloaknet.demo_plan import choose, summary_rows
 from cloaknet.pipeline import Progress as ProgressCallback
 from cloaknet.pipeline import run_pipeline
 from cloaknet.protocols import SummationProtocol
@@ -146,20 +144,8 @@ def _print_table(summary: dict[str, Any]) -> None:
     )
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    table.add_row("bound", f"{summary['bound']} ({summary['lemma']})")
-    table.add_row("noise", str(summary["noise"]))
-    table.add_row("messages per user m", str(summary["messages_per_user"]))
-    table.add_row("modulus N", str(summary["modulus"]))
-    table.add_row(
-        "(epsilon, delta)",
-        f"({display_down(Fraction(summary['epsilon_exact']))}, {summary['delta']:.3g})",
-    )
-    table.add_row("true sum", f"{summary['true_sum']:.6f}")
-    if summary["rounded_sum"] is not None:
-        table.add_row("rounded sum  Σ⌊x·k⌋/k", f"{summary['rounded_sum']:.6f}")
-    table.add_row("estimate", f"{summary['estimate']:.6f}")
-    table.add_row("error (estimate − true)", f"{summary['error']:+.6f}")
-    table.add_row("expected RMSE", f"{summary['expected_rmse']:.4g}")
+    for quantity, value in summary_rows(summary, modulus=True):
+        table.add_row(quantity, value)
     if "noisy_users" in summary:
         table.add_row("users who added noise", str(summary["noisy_users"]))
     for stage, secs in summary["stage_seconds"].items():

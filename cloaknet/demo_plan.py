@@ -20,7 +20,7 @@ from cloaknet.plans import SelectedPlan, select_plan
 from cloaknet.protocol_table import selected_section
 from cloaknet.protocols import SummationProtocol, make_protocol
 
-__all__ = ["DEMO_PROTOCOLS", "Choice", "choose"]
+__all__ = ["DEMO_PROTOCOLS", "Choice", "choose", "summary_rows"]
 
 #: ``--protocol`` values: ``plan`` (default: what ``cloaknet plan`` selects), ``cloak`` (the
 #: cloak with the seed lemmas, or ``--bound``), or a comparison protocol by name.
@@ -136,3 +136,30 @@ def choose(
                 "the cloak: use --protocol bbgn (or plan), or --mode sum-preserving"
             )
     return Choice(selected.protocol(), selected, selected.summary())
+
+
+def summary_rows(summary: dict[str, Any], *, modulus: bool = False) -> list[tuple[str, str]]:
+    """The (quantity, value) rows both demos print about a run's plan and outcome: bound,
+    noise, messages, (optionally the modulus,) (ε, δ) with ε rounded down for display, the
+    true sum, the rounded sum when there is one, the estimate, its error and the expected
+    RMSE. ``summary`` is a demo's JSON summary."""
+    epsilon = certified.display_down(Fraction(summary["epsilon_exact"]))
+    rows = [
+        ("bound", f"{summary['bound']} ({summary['lemma']})"),
+        ("noise", str(summary["noise"])),
+        ("messages per user m", str(summary["messages_per_user"])),
+    ]
+    if modulus:
+        rows.append(("modulus N", str(summary["modulus"])))
+    rows += [
+        ("(epsilon, delta)", f"({epsilon}, {summary['delta']:.3g})"),
+        ("true sum", f"{summary['true_sum']:.6f}"),
+    ]
+    if summary["rounded_sum"] is not None:
+        rows.append(("rounded sum  Σ⌊x·k⌋/k", f"{summary['rounded_sum']:.6f}"))
+    rows += [
+        ("estimate", f"{summary['estimate']:.6f}"),
+        ("error (estimate − true)", f"{summary['error']:+.6f}"),
+        ("expected RMSE", f"{summary['expected_rmse']:.4g}"),
+    ]
+    return rows

@@ -35,10 +35,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cloaknet.certified import display_down
 from cloaknet.chainfile import SINK_TABLE, generate_node_keys, write_chain_file
 from cloaknet.client import connect
-from cloaknet.demo_plan import choose
+from cloaknet.demo_plan import choose, summary_rows
 from cloaknet.encoding import quantize
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 
@@ -332,19 +331,8 @@ def _print_table(summary: dict[str, Any]) -> None:
     )
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    table.add_row("bound", f"{summary['bound']} ({summary['lemma']})")
-    table.add_row("noise", str(summary["noise"]))
-    table.add_row("messages per user m", str(summary["messages_per_user"]))
-    table.add_row(
-        "(epsilon, delta)",
-        f"({display_down(Fraction(summary['epsilon_exact']))}, {summary['delta']:.3g})",
-    )
-    table.add_row("true sum", f"{summary['true_sum']:.6f}")
-    if summary["rounded_sum"] is not None:
-        table.add_row("rounded sum  Σ⌊x·k⌋/k", f"{summary['rounded_sum']:.6f}")
-    table.add_row("estimate", f"{summary['estimate']:.6f}")
-    table.add_row("error (estimate − true)", f"{summary['error']:+.6f}")
-    table.add_row("expected RMSE", f"{summary['expected_rmse']:.4g}")
+    for quantity, value in summary_rows(summary):
+        table.add_row(quantity, value)
     table.add_row("submit time", f"{summary['submit_seconds']:.2f} s")
     for i, (rate, secs) in enumerate(
         zip(summary["hop_messages_per_second"], summary["hop_seconds"], strict=True)

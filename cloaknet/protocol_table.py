@@ -266,7 +266,11 @@ def read_protocol_table(
         if selected.plan is None:
             return selected.protocol(), None
         return CloakProtocol.from_plan(selected.plan), selected.plan
-    return CloakProtocol(_explicit(table, policy)), None
+    protocol = CloakProtocol(_explicit(table, policy))
+    if "epsilon" in table and "delta" in table:
+        # checked over every round size of the policy by _explicit: the results carry it
+        protocol.epsilon, protocol.delta = float(table["epsilon"]), float(table["delta"])
+    return protocol, None
 
 
 def _named(table: Mapping[str, Any]) -> SummationProtocol:

@@ -46,6 +46,7 @@ from mixnet.core import onion_digest
 from mixnet.errors import (
     BadLength,
     BadSignature,
+    InternalError,
     LinkClosed,
     MalformedFrame,
     MixnetError,
@@ -105,8 +106,11 @@ def _check_client_id(client_id: str | None) -> str:
         return secrets.token_hex(16)
     if not isinstance(client_id, str):
         raise TypeError(f"client_id must be str, not {type(client_id).__name__}")
-    if not 0 < len(client_id) <= MAX_CLIENT_ID_LENGTH:
-        raise ValueError(f"client_id must be 1..{MAX_CLIENT_ID_LENGTH} characters")
+    if not 0 < len(client_id) <= MAX_CLIENT_ID_LENGTH or not client_id.isprintable():
+        raise ValueError(
+            f"client_id must be 1..{MAX_CLIENT_ID_LENGTH} printable characters (as the entry "
+            "mix checks)"
+        )
     return client_id
 
 
@@ -344,10 +348,12 @@ class MixnetClient:
         (:func:`mixnet.admission.credential_client_id`) and may not be anything else, and
         each attempt is signed for its round.
 
-        Error policy: every :class:`~mixnet.errors.MixnetError` other than ``round-closed``
-        and ``unknown-round`` is re-raised as is — its class and ``code`` are those of the
-        entry mix's error frame (e.g. :class:`~mixnet.errors.DuplicateClient`), or of the
-        local check that failed. Nothing is wrapped.
+        Error policy: ``internal-error`` (the entry mix could not store the submission) is
+        answered by resending the identical frame after a backoff, until ``retry_for``; every
+        other :class:`~mixnet.errors.MixnetError` but ``round-closed`` and ``unknown-round``
+        is re-raised as is — its class and ``code`` are those of the entry mix's error frame
+        (e.g. :class:`~mixnet.errors.DuplicateClient`), or of the local check that failed.
+        Nothing is wrapped.
 
         :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters, or
             (with a ``signing_key``) not the credential's text.
@@ -385,7 +391,7 @@ class MixnetClient:
                     frame["signature"] = signature
                     if self.token is not None:
                         frame["token"] = self.token
-                reply = await link.request(frame, expect="accepted")
+                reply = await self._request_resending(link, frame, give_up)
             except (RoundClosed, UnknownRound):
                 if loop.time() >= give_up:
                     raise
@@ -400,6 +406,23 @@ class MixnetClient:
             ):
                 raise MalformedFrame("the entry mix acknowledged another submission")
             return Receipt(info.round_id, client, digest)
+
+    async def _request_resending(
+        self, link: Link, frame: dict[str, object], give_up: float
+    ) -> dict[str, object]:
+        """``link.request(frame)``, resending the identical frame after an ``internal-error``
+        (the entry mix could not store it; it says "submit it again") until ``give_up``
+        (event-loop time)."""
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            try:
+                return await link.request(frame, expect="accepted")
+            except InternalError:
+                if loop.time() >= give_up:
+                    raise
+                await asyncio.sleep(self.backoff.delay(attempt))
+                attempt += 1
 
     def _client_id(self, client_id: str | None) -> str:
         """The client id of a submission (see :meth:`submit`)."""

@@ -239,7 +239,8 @@ class SinkNode(BaseNode):
             result = await self.result(round_id)
             if result is None:  # pragma: no cover - published means stored
                 return {"type": "pending", "round": round_id}
-        return {"type": "result", **result}
+        # the frame's own keys win: a result cannot retype or re-version the frame
+        return {**{k: v for k, v in result.items() if k not in ("type", "v")}, "type": "result"}
 
     async def routes(self, path: str) -> tuple[int, object] | None:
         if path == "/rounds":

@@ -489,3 +489,22 @@ def test_named_protocol_errors_name_the_field(
         chain_from_config(_named_config(protocol, users))
     assert info.value.field == field
     assert "\n" not in str(info.value)
+
+
+def test_an_explicit_table_states_the_guarantee_its_results_carry() -> None:
+    """Explicit parameters with a checked (epsilon, delta) give the protocol that guarantee
+    (the analyzer publishes it with every estimate); without one it stays unknown (NaN)."""
+    import math
+
+    from cloaknet.plans import select_plan
+    from cloaknet.protocol_table import selected_section
+
+    chosen = select_plan(100, 1.0, 1e-6, bound="optimized", max_users=1000)
+    table = selected_section(chosen)
+    assert "epsilon" in table and "delta" in table and "modulus" in table
+    chain = chain_from_config(make_config(table))
+    assert chain.protocol.epsilon == float(table["epsilon"])
+    assert chain.protocol.delta == float(table["delta"])
+    bare = {k: v for k, v in table.items() if k not in ("epsilon", "delta", "gamma")}
+    unknown = chain_from_config(make_config(bare)).protocol
+    assert math.isnan(unknown.epsilon) and math.isnan(unknown.delta)

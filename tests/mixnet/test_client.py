@@ -20,6 +20,7 @@ from mixnet.errors import (
     BadLength,
     BadSignature,
     DuplicateClient,
+    InternalError,
     LinkClosed,
     MixnetError,
     RoundClosed,
@@ -75,6 +76,7 @@ class FakeEntry:
         self.close_rounds = 0
         self.no_round = 0
         self.reject: MixnetError | None = None
+        self.fail_stores = 0
         self.get_rounds = 0
         self.submits: list[tuple[int, str, bytes]] = []
         self.accepted: dict[tuple[int, str], bytes] = {}
@@ -118,6 +120,9 @@ class FakeEntry:
         self.submits.append((r, client, digest))
         if self.reject is not None:
             return error_frame(self.reject)
+        if self.fail_stores:
+            self.fail_stores -= 1
+            return error_frame(InternalError("the node could not store the submission"))
         if r != self.round_id:
             return error_frame(RoundClosed(f"round {r} is closed"))
         if self.close_rounds:
@@ -329,6 +334,27 @@ async def test_dropped_connection_resends_identical_onions() -> None:
     assert receipt.digest == d1 and receipt.round_id == 1
 
 
+async def test_a_failed_store_is_answered_by_resending_the_identical_submission() -> None:
+    """``internal-error`` means the entry mix stored nothing: the client resends the same
+    onions (no fresh encoding), and is counted once."""
+    entry = FakeEntry()
+    entry.fail_stores = 2
+    make = Payloads()
+    async with running(entry) as client:
+        receipt = await client.submit(make)
+    assert len(make.made) == 1
+    assert len(entry.submits) == 3 and len({s for s in entry.submits}) == 1
+    assert entry.accepted == {(1, receipt.client_id): entry.submits[0][2]}
+
+
+async def test_a_store_failing_for_retry_for_seconds_gives_up() -> None:
+    entry = FakeEntry()
+    entry.fail_stores = 10**6
+    async with running(entry, retry_for=0.2) as client:
+        with pytest.raises(InternalError):
+            await client.submit(Payloads())
+
+
 async def test_round_closed_makes_fresh_payloads_for_the_next_round() -> None:
     entry = FakeEntry()
     entry.close_rounds = 1
@@ -390,7 +416,7 @@ async def test_wrong_payloads_are_refused_before_sending() -> None:
     assert entry.submits == []
 
 
-@pytest.mark.parametrize("bad", ["", "x" * 129])
+@pytest.mark.parametrize("bad", ["", "x" * 129, "tab\there", "nul\x00"])
 async def test_client_ids_are_validated(bad: str) -> None:
     entry = FakeEntry()
     async with running(entry) as client:
