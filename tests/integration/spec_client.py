@@ -1,0 +1,944 @@
+"""A minimal cloaknet client written from the specification alone.
+
+This module was written from ``docs/wire.md`` (wire version 1), with ``docs/chainfile.md``,
+``docs/protocol.md`` and ``README.md`` for context, and checked against the known-answer
+vectors in ``tests/mixnet/wire_vectors.json``. It does not import (and was written without
+reading) the ``cloaknet`` or ``mixnet`` packages: it uses only the Python standard library,
+``msgpack``, ``websockets`` and PyNaCl.
+
+What it does, by section of ``docs/wire.md``:
+
+* § 2 / § 11.1 — read the chain file (TOML): chain id, the mixes in order with their URLs
+  and Ed25519 identity keys, the analyzer's URL and the explicit ``[protocol]`` parameters
+  (modulus ``N``, precision ``k``, messages ``m``).
+* § 4 — frames are msgpack maps with text keys, ``v = 1``; bytes are bin, text is str.
+* § 8.3 — verify every round-key announcement against the chain file's identity keys, in
+  chain order.
+* § 11.2, § 11.3 — encode a value ``x`` into ``m`` shares mod ``N`` (sum-preserving mode:
+  no noise), each a fixed-width big-endian payload.
+* § 9 — wrap each payload in one sealed-box layer per mix, innermost (last mix) first, each
+  layer's plaintext starting with the 16-byte binding tag.
+* § 6.1, § 10 — ``get-round`` / ``submit`` at the entry mix, resending the identical frame
+  bytes on a lost connection and re-encoding only after ``round-closed`` / ``unknown-round``.
+* § 6.2, § 12 — ``subscribe`` at the analyzer until the round's ``result``.
+
+:func:`check_vectors` rebuilds the byte-level constructions from the vectors file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import math
+import os
+import random
+import re
+import secrets
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import nacl.bindings
+import nacl.exceptions
+import nacl.signing
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+WIRE_VERSION = 1
+ANNOUNCEMENT_DOMAIN = b"mixnet/round-key-announcement/v1"
+BINDING_DOMAIN = b"mixnet/onion-layer-binding/v1"
+LINK_DOMAIN = b"mixnet/link-authentication/v1"
+LAYER_OVERHEAD = 64  # 32 (E) + 16 (MAC) + 16 (binding tag)
+MAX_REPLY_BYTES = 1 << 20  # § 3: the reference client refuses replies over 1 MiB
+NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+#: Error codes after which § 10 says: fetch the round again and re-encode the value.
+REENCODE_CODES = frozenset({"round-closed", "unknown-round"})
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class SpecClientError(Exception):
+    """A local failure of this client (bad chain file, bad signature, bad reply, ...)."""
+
+
+class WireError(SpecClientError):
+    """An ``error`` frame from a node (§ 7)."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+
+
+class VectorMismatch(SpecClientError):
+    """A construction of this module does not reproduce a known-answer vector."""
+
+
+# --------------------------------------------------------------------------- § 1 primitives
+
+
+def u16be(x: int) -> bytes:
+    return x.to_bytes(2, "big")
+
+
+def u32be(x: int) -> bytes:
+    return x.to_bytes(4, "big")
+
+
+def u64be(x: int) -> bytes:
+    return x.to_bytes(8, "big")
+
+
+def lp(s: bytes) -> bytes:
+    """``u32be(len(s)) || s``."""
+    return u32be(len(s)) + s
+
+
+def blake2b(data: bytes, bits: int, person: bytes = b"") -> bytes:
+    """BLAKE2b with digest length *parameter* ``bits / 8`` (not a truncation)."""
+    return hashlib.blake2b(data, digest_size=bits // 8, person=person).digest()
+
+
+# --------------------------------------------------------------------------- § 2, § 11.1 chain file
+
+
+@dataclass(frozen=True)
+class Mix:
+    name: str
+    url: str
+    identity: bytes  # Ed25519 public key, 32 bytes
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The cloak's explicit parameters (§ 11.1, form 1)."""
+
+    mode: str
+    messages: int
+    modulus: int
+    precision: int
+
+    @property
+    def payload_length(self) -> int:
+        return share_width(self.modulus)
+
+
+@dataclass(frozen=True)
+class Chain:
+    chain_id: str
+    mixes: tuple[Mix, ...]
+    analyzer_url: str
+    protocol: Protocol
+
+    @property
+    def hops(self) -> int:
+        return len(self.mixes)
+
+    @property
+    def onion_length(self) -> int:
+        return onion_length(self.protocol.payload_length, self.hops)
+
+
+def _require(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in table:
+        raise SpecClientError(f"chain file: {where}.{key}: missing")
+    value = table[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise SpecClientError(f"chain file: {where}.{key}: expected {kind.__name__}")
+    return value
+
+
+def parse_identity(text: str) -> bytes:
+    """§ 8.1: strict standard base64 (with padding) of exactly 32 bytes."""
+    try:
+        raw = base64.b64decode(text.strip(), validate=True)
+    except ValueError as exc:
+        raise SpecClientError(f"identity {text!r}: not base64: {exc}") from exc
+    if len(raw) != 32:
+        raise SpecClientError(f"identity {text!r}: {len(raw)} bytes, expected 32")
+    return raw
+
+
+def parse_protocol(table: Mapping[str, Any]) -> Protocol:
+    """Read ``[protocol]`` in the explicit-parameters form (§ 11.1, form 1)."""
+    if "plan" in table or "name" in table:
+        raise SpecClientError(
+            "chain file: protocol: only the explicit form (mode/messages/modulus/precision) "
+            "can be used without the project's planner (docs/wire.md § 11.1)"
+        )
+    mode = _require(table, "mode", str, "protocol")
+    if mode not in ("sum-preserving", "single-user"):
+        raise SpecClientError(f"chain file: protocol.mode: unknown mode {mode!r}")
+    messages = _require(table, "messages", int, "protocol")
+    precision = _require(table, "precision", int, "protocol")
+    raw_modulus = table.get("modulus")
+    if isinstance(raw_modulus, str) and raw_modulus.isascii() and raw_modulus.isdigit():
+        modulus = int(raw_modulus)
+    elif isinstance(raw_modulus, int) and not isinstance(raw_modulus, bool):
+        modulus = raw_modulus
+    else:
+        raise SpecClientError("chain file: protocol.modulus: expected a decimal string")
+    if messages < 1 or precision < 1 or modulus < 2 or modulus % 2 == 0:
+        raise SpecClientError("chain file: protocol: messages, precision or modulus out of range")
+    return Protocol(mode=mode, messages=messages, modulus=modulus, precision=precision)
+
+
+def load_chain(path: str | os.PathLike[str]) -> Chain:
+    """Read what a client needs from a chain file (§ 2, § 10 step 1)."""
+    with open(path, "rb") as fh:
+        doc = tomllib.load(fh)
+    chain_table = doc.get("chain")
+    if not isinstance(chain_table, dict):
+        raise SpecClientError("chain file: [chain]: missing")
+    chain_id = _require(chain_table, "id", str, "chain")
+    if not NAME_RE.fullmatch(chain_id):
+        raise SpecClientError(f"chain file: chain.id: invalid {chain_id!r}")
+    mix_tables = doc.get("mix")
+    if not isinstance(mix_tables, list) or not mix_tables:
+        raise SpecClientError("chain file: [[mix]]: at least one mix is required")
+    mixes: list[Mix] = []
+    for n, entry in enumerate(mix_tables):
+        where = f"mix[{n}]"
+        if not isinstance(entry, dict):
+            raise SpecClientError(f"chain file: {where}: not a table")
+        name = _require(entry, "name", str, where)
+        url = _require(entry, "url", str, where)
+        identity = parse_identity(_require(entry, "identity", str, where))
+        mixes.append(Mix(name=name, url=url, identity=identity))
+    analyzer = doc.get("analyzer")
+    if not isinstance(analyzer, dict):
+        raise SpecClientError("chain file: [analyzer]: missing")
+    analyzer_url = _require(analyzer, "url", str, "analyzer")
+    protocol_table = doc.get("protocol")
+    if not isinstance(protocol_table, dict):
+        raise SpecClientError("chain file: [protocol]: missing")
+    return Chain(
+        chain_id=chain_id,
+        mixes=tuple(mixes),
+        analyzer_url=analyzer_url,
+        protocol=parse_protocol(protocol_table),
+    )
+
+
+# --------------------------------------------------------------------------- § 8 signatures
+
+
+def announcement_bytes(chain_id: str, node: str, round_id: int, public_key: bytes) -> bytes:
+    """§ 8.3: the bytes an announcement's Ed25519 signature covers."""
+    return (
+        lp(ANNOUNCEMENT_DOMAIN)
+        + lp(chain_id.encode("utf-8"))
+        + lp(node.encode("utf-8"))
+        + u64be(round_id)
+        + lp(public_key)
+    )
+
+
+def link_authentication_bytes(chain_id: str, node: str, nonce: bytes) -> bytes:
+    """§ 8.4 (not used by clients; checked against the vectors)."""
+    return lp(LINK_DOMAIN) + lp(chain_id.encode("utf-8")) + lp(node.encode("utf-8")) + lp(nonce)
+
+
+def verify_signature(identity: bytes, message: bytes, signature: bytes) -> bool:
+    try:
+        nacl.signing.VerifyKey(identity).verify(message, signature)
+    except (nacl.exceptions.BadSignatureError, ValueError, TypeError):
+        return False
+    return True
+
+
+def verify_announcements(chain: Chain, round_id: int, announcements: object) -> list[bytes]:
+    """§ 10 step 2: check every announcement, in chain order; return ``K_0 … K_{L−1}``."""
+    if not isinstance(announcements, list) or len(announcements) != chain.hops:
+        raise SpecClientError(f"round {round_id}: expected {chain.hops} announcements")
+    keys: list[bytes] = []
+    for hop, (mix, ann) in enumerate(zip(chain.mixes, announcements, strict=True)):
+        if not isinstance(ann, dict):
+            raise SpecClientError(f"announcement {hop}: not a map")
+        node, ann_round = ann.get("node"), ann.get("round")
+        public_key, signature = ann.get("public_key"), ann.get("signature")
+        if node != mix.name:
+            raise SpecClientError(f"announcement {hop}: node {node!r}, expected {mix.name!r}")
+        if not _is_int(ann_round) or ann_round != round_id:
+            raise SpecClientError(f"announcement {hop}: round {ann_round!r}, expected {round_id}")
+        if not isinstance(public_key, bytes) or len(public_key) != 32:
+            raise SpecClientError(f"announcement {hop}: public_key is not 32 bytes")
+        if not isinstance(signature, bytes) or len(signature) != 64:
+            raise SpecClientError(f"announcement {hop}: signature is not 64 bytes")
+        signed = announcement_bytes(chain.chain_id, mix.name, round_id, public_key)
+        if not verify_signature(mix.identity, signed, signature):
+            raise SpecClientError(f"announcement {hop} ({mix.name}): bad signature")
+        keys.append(public_key)
+    return keys
+
+
+# --------------------------------------------------------------------------- § 11 payloads
+
+
+def share_width(modulus: int) -> int:
+    """§ 11.2: ``w = max(1, ceil(bitlength(N − 1) / 8))``."""
+    return max(1, ((modulus - 1).bit_length() + 7) // 8)
+
+
+def encode_share(value: int, modulus: int) -> bytes:
+    """§ 11.2: a share as a fixed-width unsigned big-endian byte string."""
+    if not 0 <= value < modulus:
+        raise SpecClientError(f"share {value} not in [0, {modulus})")
+    return value.to_bytes(share_width(modulus), "big")
+
+
+def payload_is_valid(payload: bytes, modulus: int) -> bool:
+    """§ 11.2: exactly ``w`` bytes and a value ``< N``."""
+    return len(payload) == share_width(modulus) and int.from_bytes(payload, "big") < modulus
+
+
+def quantize(x: float, precision: int) -> int:
+    """§ 11.3 step 1: ``floor(x·k)`` on the exact real value of the binary64 ``x``."""
+    if not isinstance(x, float | int) or isinstance(x, bool):
+        raise SpecClientError(f"value {x!r} is not a number")
+    if math.isnan(x) or not 0 <= x <= 1:
+        raise SpecClientError(f"value {x!r} is not in [0, 1]")
+    return math.floor(Fraction(x) * precision)
+
+
+def uniform_below(modulus: int) -> int:
+    """A uniform integer in ``[0, N)`` from the OS CSPRNG, by rejection (§ 11.3 step 3)."""
+    bits = (modulus - 1).bit_length()
+    nbytes = (bits + 7) // 8
+    mask = (1 << bits) - 1
+    while True:
+        r = int.from_bytes(os.urandom(nbytes), "big") & mask
+        if r < modulus:
+            return r
+
+
+def split_shares(value: int, modulus: int, messages: int,
+                 random_shares: Sequence[int] | None = None) -> list[int]:
+    """§ 11.3 step 3: ``m − 1`` uniform shares and one that fixes the sum mod ``N``."""
+    if random_shares is None:
+        random_shares = [uniform_below(modulus) for _ in range(messages - 1)]
+    if len(random_shares) != messages - 1:
+        raise SpecClientError("split_shares: need m − 1 random shares")
+    last = (value - sum(random_shares)) % modulus
+    return [*random_shares, last]
+
+
+def encode_value(x: float, protocol: Protocol,
+                 random_shares: Sequence[int] | None = None) -> list[bytes]:
+    """Algorithm 1 in sum-preserving mode: ``m`` payloads of ``w`` bytes for ``x ∈ [0, 1]``."""
+    if protocol.mode != "sum-preserving":
+        raise SpecClientError(
+            f"mode {protocol.mode!r}: this minimal client only implements sum-preserving mode"
+        )
+    v = quantize(x, protocol.precision)
+    shares = split_shares(v, protocol.modulus, protocol.messages, random_shares)
+    return [encode_share(y, protocol.modulus) for y in shares]
+
+
+# --------------------------------------------------------------------------- § 9 onions
+
+
+def binding_message(chain_id: str, round_id: int, hop: int) -> bytes:
+    return lp(BINDING_DOMAIN) + lp(chain_id.encode("utf-8")) + u64be(round_id) + u16be(hop)
+
+
+def binding_tag(chain_id: str, round_id: int, hop: int) -> bytes:
+    """§ 9.1: ``T(chain_id, round, i)``, BLAKE2b-128."""
+    return blake2b(binding_message(chain_id, round_id, hop), 128)
+
+
+def onion_length(payload_length: int, hops: int) -> int:
+    """§ 9.3: ``w + 64·L``."""
+    return payload_length + LAYER_OVERHEAD * hops
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Every intermediate value of one layer (§ 9.2), for the vector checks."""
+
+    ephemeral_public: bytes
+    shared_secret: bytes
+    box_key: bytes
+    nonce: bytes
+    plaintext: bytes
+    sealed: bytes
+
+
+def seal_layer(recipient: bytes, plaintext: bytes, ephemeral_secret: bytes | None = None) -> Layer:
+    """§ 9.2: libsodium's ``crypto_box_seal`` of ``plaintext`` to ``recipient``, step by step."""
+    e = os.urandom(32) if ephemeral_secret is None else ephemeral_secret
+    E = nacl.bindings.crypto_scalarmult_base(e)
+    try:
+        S = nacl.bindings.crypto_scalarmult(e, recipient)
+    except Exception as exc:  # libsodium refuses an all-zero result
+        raise SpecClientError("round key is unusable (all-zero shared secret)") from exc
+    if not any(S):
+        raise SpecClientError("round key is unusable (all-zero shared secret)")
+    key = nacl.bindings.crypto_box_beforenm(recipient, e)  # HSalsa20(S, 0^16)
+    nonce = blake2b(E + recipient, 192)
+    boxed = nacl.bindings.crypto_secretbox(plaintext, nonce, key)  # MAC || C
+    return Layer(E, S, key, nonce, plaintext, E + boxed)
+
+
+def wrap_layers(payload: bytes, chain_id: str, round_id: int, round_keys: Sequence[bytes],
+                ephemeral_secrets: Sequence[bytes] | None = None) -> list[Layer]:
+    """§ 9.3: wrap innermost first; returns the layers in hop order (hop 0 first)."""
+    hops = len(round_keys)
+    if ephemeral_secrets is not None and len(ephemeral_secrets) != hops:
+        raise SpecClientError("wrap: need one ephemeral secret per hop")
+    layers: list[Layer] = []
+    inner = payload
+    for i in reversed(range(hops)):
+        plaintext = binding_tag(chain_id, round_id, i) + inner
+        eph = None if ephemeral_secrets is None else ephemeral_secrets[i]
+        layer = seal_layer(round_keys[i], plaintext, eph)
+        layers.append(layer)
+        inner = layer.sealed
+    layers.reverse()
+    return layers
+
+
+def wrap(payload: bytes, chain_id: str, round_id: int, round_keys: Sequence[bytes]) -> bytes:
+    """One onion for one payload, with fresh ephemeral secrets."""
+    return wrap_layers(payload, chain_id, round_id, round_keys)[0].sealed
+
+
+def onion_digest(onions: Sequence[bytes]) -> bytes:
+    """§ 9.4: the submission digest (BLAKE2b-256, personalisation ``mixnet-submit``)."""
+    data = b"".join(lp(o) for o in onions)
+    return blake2b(data, 256, person=b"mixnet-submit")
+
+
+def item_digest(item: bytes) -> bytes:
+    """§ 9.4: BLAKE2b-128 of an item."""
+    return blake2b(item, 128)
+
+
+# --------------------------------------------------------------------------- § 4 frames
+
+
+def encode_frame(frame_type: str, **fields: Any) -> bytes:
+    """A frame: ``type`` first, the fields in the order given, ``v`` last (as the vectors)."""
+    frame: dict[str, Any] = {"type": frame_type, **fields, "v": WIRE_VERSION}
+    packed = msgpack.packb(frame, use_bin_type=True)
+    assert isinstance(packed, bytes)
+    return packed
+
+
+def _no_duplicates(pairs: list[tuple[Any, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if not isinstance(key, str):
+            raise SpecClientError("frame: a map key is not a str")
+        if key in result:
+            raise SpecClientError(f"frame: duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _no_ext(code: int, data: bytes) -> Any:
+    raise SpecClientError(f"frame: extension type {code} refused")
+
+
+def decode_frame(data: bytes) -> dict[str, Any]:
+    """Decode one frame (§ 4): exactly one msgpack map, text keys, ``v = 1``, str ``type``."""
+    try:
+        frame = msgpack.unpackb(
+            data, raw=False, strict_map_key=False,
+            object_pairs_hook=_no_duplicates, ext_hook=_no_ext, timestamp=0,
+        )
+    except SpecClientError:
+        raise
+    except Exception as exc:
+        raise SpecClientError(f"frame: not one msgpack value: {exc}") from exc
+    if not isinstance(frame, dict):
+        raise SpecClientError("frame: top level is not a map")
+    if not _is_int(frame.get("v")) or frame["v"] != WIRE_VERSION:
+        raise SpecClientError(f"frame: unsupported version {frame.get('v')!r}")
+    if not isinstance(frame.get("type"), str):
+        raise SpecClientError("frame: missing type")
+    return frame
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _expect(frame: Mapping[str, Any], frame_type: str) -> None:
+    if frame["type"] == "error":
+        code, reason = frame.get("code"), frame.get("reason", "")
+        if not isinstance(code, str):
+            raise SpecClientError("error frame without a str code")
+        raise WireError(code, reason if isinstance(reason, str) else "")
+    if frame["type"] != frame_type:
+        raise SpecClientError(f"expected a {frame_type!r} frame, got {frame['type']!r}")
+
+
+# --------------------------------------------------------------------------- § 3 transport
+
+
+async def _backoff(attempt: int, cap: float = 1.0) -> None:
+    await asyncio.sleep(random.uniform(0, min(cap, 0.05 * 2**attempt)))
+
+
+class Link:
+    """One websocket to one node: one request in flight; identical resend on a lost link (§ 3)."""
+
+    def __init__(self, url: str, *, retry_for: float = 60.0) -> None:
+        self.url = url
+        self.retry_for = retry_for
+        self._ws: ClientConnection | None = None
+        self.resends = 0  # how many times a request was resent after a lost connection
+        #: Test hook: drop the connection right after the next request of this frame type
+        #: is sent, before its reply arrives (to exercise the identical-resend path, § 10).
+        self.drop_next: str | None = None
+
+    async def _connection(self) -> ClientConnection:
+        if self._ws is None:
+            self._ws = await connect(
+                self.url, max_size=MAX_REPLY_BYTES, compression=None,
+                ping_interval=20, ping_timeout=60, open_timeout=10,
+            )
+        return self._ws
+
+    async def close(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            await ws.close()
+
+    async def request(self, frame: bytes) -> dict[str, Any]:
+        """Send ``frame`` and return the decoded reply, resending the same bytes on loss."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.retry_for
+        attempt = 0
+        while True:
+            try:
+                ws = await self._connection()
+                await ws.send(frame)
+                if self.drop_next is not None and decode_frame(frame)["type"] == self.drop_next:
+                    self.drop_next = None
+                    ws.transport.abort()  # a lost TCP connection, not a closing handshake
+                reply = await ws.recv()
+            except (ConnectionClosed, OSError, InvalidHandshake, TimeoutError) as exc:
+                self._ws = None
+                if loop.time() > give_up:
+                    raise SpecClientError(f"{self.url}: connection lost: {exc!r}") from exc
+                self.resends += 1
+                await _backoff(attempt)
+                attempt += 1
+                continue
+            if not isinstance(reply, bytes):
+                raise SpecClientError(f"{self.url}: a text message is not a frame")
+            return decode_frame(reply)
+
+    async def __aenter__(self) -> Link:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# --------------------------------------------------------------------------- § 10 the client
+
+
+@dataclass(frozen=True)
+class OpenRound:
+    round_id: int
+    keys: tuple[bytes, ...]
+    deadline: float
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """§ 10 step 6: ``(round, client, onion_digest(onions))``."""
+
+    round_id: int
+    client: str
+    digest: bytes
+    frame: bytes = field(repr=False)  # the exact ``submit`` bytes, for an identical resend
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """§ 12.1: the fields a client reads, plus the whole object."""
+
+    round_id: int
+    status: str
+    users: int | None
+    excluded: int | None
+    estimate_exact: Fraction | None
+    raw_sum: int | None
+    raw: dict[str, Any] = field(repr=False)
+
+
+async def get_round(chain: Chain, entry: Link, *, attempts: int = 10) -> OpenRound:
+    """§ 10 step 2: ``get-round`` and verify the reply and every announcement."""
+    for attempt in range(attempts):
+        reply = await entry.request(encode_frame("get-round"))
+        try:
+            _expect(reply, "round")
+        except WireError as exc:
+            if exc.code == "unknown-round" and attempt + 1 < attempts:
+                await _backoff(attempt)
+                continue
+            raise
+        round_id = reply.get("round")
+        if not isinstance(round_id, int) or isinstance(round_id, bool) \
+                or not 0 <= round_id < 2**63:
+            raise SpecClientError("round: bad round id")
+        if reply.get("messages") != chain.protocol.messages:
+            raise SpecClientError(
+                f"parameter-mismatch: messages {reply.get('messages')!r} "
+                f"!= chain file's {chain.protocol.messages}"
+            )
+        if reply.get("payload_length") != chain.protocol.payload_length:
+            raise SpecClientError(
+                f"parameter-mismatch: payload_length {reply.get('payload_length')!r} "
+                f"!= chain file's {chain.protocol.payload_length}"
+            )
+        deadline = reply.get("deadline")
+        if not isinstance(deadline, float | int) or isinstance(deadline, bool):
+            raise SpecClientError("round: bad deadline")
+        keys = verify_announcements(chain, round_id, reply.get("announcements"))
+        return OpenRound(round_id=round_id, keys=tuple(keys), deadline=float(deadline))
+    raise SpecClientError("get-round: no open round")  # pragma: no cover
+
+
+async def submit_value(chain: Chain, entry: Link, x: float, *, max_reencodes: int = 10) -> Receipt:
+    """§ 10 steps 2–7 for one value: one user, one ``submit``."""
+    quantize(x, chain.protocol.precision)  # refuse a bad value before any network traffic
+    for attempt in range(max_reencodes):
+        open_round = await get_round(chain, entry)
+        payloads = encode_value(x, chain.protocol)
+        onions = [wrap(p, chain.chain_id, open_round.round_id, open_round.keys) for p in payloads]
+        if any(len(o) != chain.onion_length for o in onions):
+            raise SpecClientError("internal: onion of the wrong length")
+        client = secrets.token_hex(16)
+        frame = encode_frame("submit", round=open_round.round_id, client=client, onions=onions)
+        reply = await entry.request(frame)  # resends these exact bytes on a lost connection
+        try:
+            _expect(reply, "accepted")
+        except WireError as exc:
+            if exc.code in REENCODE_CODES:
+                await _backoff(attempt + 3)
+                continue  # the round is gone: fetch a new one and encode afresh
+            raise
+        if reply.get("round") != open_round.round_id or reply.get("client") != client:
+            raise SpecClientError(f"accepted: names {reply.get('round')!r}/{reply.get('client')!r}")
+        return Receipt(open_round.round_id, client, onion_digest(onions), frame)
+    raise SpecClientError(f"value {x!r}: no round took it after {max_reencodes} tries")
+
+
+async def resend(chain: Chain, receipt: Receipt) -> None:
+    """Resend a stored submission's identical bytes on a new connection (§ 10 step 7): the
+    entry mix must answer ``accepted`` again without counting the value twice."""
+    async with Link(chain.mixes[0].url) as entry:
+        reply = await entry.request(receipt.frame)
+    _expect(reply, "accepted")
+    if reply.get("round") != receipt.round_id or reply.get("client") != receipt.client:
+        raise SpecClientError(f"accepted: names {reply.get('round')!r}/{reply.get('client')!r}")
+
+
+def parse_result(frame: Mapping[str, Any]) -> RoundResult:
+    """§ 12.1: read a result object (unknown fields are ignored)."""
+    round_id, status = frame.get("round"), frame.get("status")
+    if not _is_int(round_id) or not isinstance(status, str):
+        raise SpecClientError("result: missing round or status")
+    assert isinstance(round_id, int)
+    exact: Fraction | None = None
+    text = frame.get("estimate_exact")
+    if isinstance(text, str):
+        num, sep, den = text.partition("/")
+        if not sep or not re.fullmatch(r"-?[0-9]+", num) or not re.fullmatch(r"[0-9]+", den):
+            raise SpecClientError(f"result: estimate_exact {text!r} is not 'num/den'")
+        exact = Fraction(int(num), int(den))
+    raw_sum_text = frame.get("raw_sum")
+    raw_sum: int | None = None
+    if isinstance(raw_sum_text, str) and raw_sum_text.isascii() and raw_sum_text.isdigit():
+        raw_sum = int(raw_sum_text)
+    users, excluded = frame.get("users"), frame.get("excluded")
+    return RoundResult(
+        round_id=round_id,
+        status=status,
+        users=users if _is_int(users) else None,
+        excluded=excluded if _is_int(excluded) else None,
+        estimate_exact=exact,
+        raw_sum=raw_sum,
+        raw=dict(frame),
+    )
+
+
+async def subscribe(chain: Chain, round_id: int, *, timeout: float = 300.0) -> RoundResult:
+    """§ 6.2 / § 10 step 8: ``subscribe {round}`` at the analyzer until ``result``."""
+    frame = encode_frame("subscribe", round=round_id)
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + timeout
+    async with Link(chain.analyzer_url) as analyzer:
+        k = 0
+        while True:
+            reply = await analyzer.request(frame)
+            if reply["type"] == "pending":
+                if loop.time() > give_up:
+                    raise SpecClientError(f"round {round_id}: no result after {timeout} s")
+                await _backoff(k)
+                k += 1
+                continue
+            _expect(reply, "result")
+            return parse_result(reply)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    receipts: tuple[Receipt, ...]
+    results: dict[int, RoundResult]
+    resends: int
+
+    @property
+    def estimate_exact(self) -> Fraction:
+        """The exact total over every round the values landed in."""
+        total = Fraction(0)
+        for result in self.results.values():
+            if result.status != "ok" or result.estimate_exact is None:
+                raise SpecClientError(f"round {result.round_id}: status {result.status!r}")
+            total += result.estimate_exact
+        return total
+
+
+async def submit_and_sum(chain_path: str | os.PathLike[str], values: Sequence[float], *,
+                         drop_first_reply: bool = False, resend_first: bool = False) -> Outcome:
+    """Submit each value as one user and return the analyzer's result for its round(s).
+
+    ``drop_first_reply`` drops the connection right after the first ``submit`` is sent
+    (before its reply), so that the submission goes through the identical-resend path;
+    ``resend_first`` resends the first submission's identical frame once every value is in
+    (the entry mix must acknowledge it again without counting it twice).
+    """
+    chain = load_chain(chain_path)
+    receipts: list[Receipt] = []
+    async with Link(chain.mixes[0].url) as entry:
+        for n, x in enumerate(values):
+            if drop_first_reply and n == 0:
+                entry.drop_next = "submit"
+            receipts.append(await submit_value(chain, entry, x))
+        resends = entry.resends
+    if resend_first and receipts:
+        await resend(chain, receipts[0])
+    results: dict[int, RoundResult] = {}
+    for round_id in sorted({r.round_id for r in receipts}):
+        results[round_id] = await subscribe(chain, round_id)
+    return Outcome(tuple(receipts), results, resends)
+
+
+# --------------------------------------------------------------------------- § 14 vectors
+
+
+DEFAULT_VECTORS = Path(__file__).resolve().parents[1] / "mixnet" / "wire_vectors.json"
+
+
+def _hex(s: str) -> bytes:
+    return bytes.fromhex(s)
+
+
+def _same(what: str, got: object, want: object) -> None:
+    if isinstance(got, bytes) and isinstance(want, bytes):
+        equal = hmac.compare_digest(got, want)
+    else:
+        equal = got == want
+    if not equal:
+        shown_got = got.hex() if isinstance(got, bytes) else repr(got)
+        shown_want = want.hex() if isinstance(want, bytes) else repr(want)
+        raise VectorMismatch(f"{what}: got {shown_got}, expected {shown_want}")
+
+
+def _from_vector_fields(value: Any) -> Any:
+    """Turn the vectors' ``{"bin": "<hex>"}`` notation back into bytes."""
+    if isinstance(value, dict):
+        if set(value) == {"bin"}:
+            return _hex(value["bin"])
+        return {k: _from_vector_fields(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_vector_fields(v) for v in value]
+    return value
+
+
+def check_vectors(path: str | os.PathLike[str] = DEFAULT_VECTORS) -> list[str]:
+    """Rebuild the vectors' byte-level constructions; raise :class:`VectorMismatch` on any
+    difference. Returns the names of the checks that passed."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    done: list[str] = []
+    _same("wire_version", doc["wire_version"], WIRE_VERSION)
+
+    # chain: identity keys from seeds, round keys, onion lengths
+    vchain = doc["chain"]
+    chain_id, round_id = vchain["id"], vchain["round"]
+    round_keys = [_hex(m["round_public"]) for m in vchain["mixes"]]
+    for m in vchain["mixes"]:
+        signing = nacl.signing.SigningKey(_hex(m["identity_seed"]))
+        _same(f"identity of {m['name']}", bytes(signing.verify_key), _hex(m["identity_public"]))
+        _same(f"identity text of {m['name']}", parse_identity(m["identity_text"]),
+              _hex(m["identity_public"]))
+        _same(f"round key of {m['name']}",
+              nacl.bindings.crypto_scalarmult_base(_hex(m["round_secret"])),
+              _hex(m["round_public"]))
+    w, hops = vchain["payload_length"], len(vchain["mixes"])
+    _same("onion lengths", [onion_length(w, hops - i) for i in range(hops + 1)],
+          vchain["onion_lengths"])
+    done.append("chain")
+
+    # § 9.1 binding tags
+    for v in doc["binding_tags"]:
+        _same(f"binding message {v['hop']}", binding_message(v["chain_id"], v["round"], v["hop"]),
+              _hex(v["message"]))
+        _same(f"binding tag {v['hop']}", binding_tag(v["chain_id"], v["round"], v["hop"]),
+              _hex(v["tag"]))
+    done.append("binding_tags")
+
+    # § 8.3 announcements (Ed25519 is deterministic: re-sign with the seed too)
+    seeds = {m["name"]: _hex(m["identity_seed"]) for m in vchain["mixes"]}
+    identities = {m["name"]: _hex(m["identity_public"]) for m in vchain["mixes"]}
+    for v in doc["announcements"]:
+        signed = announcement_bytes(v["chain_id"], v["node"], v["round"], _hex(v["public_key"]))
+        _same(f"announcement bytes of {v['node']}", signed, _hex(v["signed_bytes"]))
+        signature = nacl.signing.SigningKey(seeds[v["node"]]).sign(signed).signature
+        _same(f"announcement signature of {v['node']}", signature, _hex(v["signature"]))
+        if not verify_signature(identities[v["node"]], signed, _hex(v["signature"])):
+            raise VectorMismatch(f"announcement of {v['node']} does not verify")
+    done.append("announcements")
+
+    # § 8.4 link authentication
+    v = doc["link_authentication"]
+    signed = link_authentication_bytes(v["chain_id"], v["node"], _hex(v["challenge"]))
+    _same("link authentication bytes", signed, _hex(v["signed_bytes"]))
+    _same("link authentication signature",
+          nacl.signing.SigningKey(seeds[v["node"]]).sign(signed).signature, _hex(v["signature"]))
+    done.append("link_authentication")
+
+    # § 9.2, § 9.3 onions with the fixed ephemeral secrets, every layer
+    round_secrets = [_hex(m["round_secret"]) for m in vchain["mixes"]]
+    for onion in doc["onions"]:
+        label = f"onion {onion['client']}[{onion['index']}]"
+        layers = wrap_layers(_hex(onion["payload"]), chain_id, round_id, round_keys,
+                             [_hex(layer["ephemeral_secret"]) for layer in onion["layers"]])
+        for got, want in zip(layers, onion["layers"], strict=True):
+            where = f"{label} hop {want['hop']}"
+            _same(f"{where} recipient", round_keys[want["hop"]], _hex(want["recipient_public"]))
+            _same(f"{where} E", got.ephemeral_public, _hex(want["ephemeral_public"]))
+            _same(f"{where} S", got.shared_secret, _hex(want["shared_secret"]))
+            _same(f"{where} box key", got.box_key, _hex(want["box_key"]))
+            _same(f"{where} nonce", got.nonce, _hex(want["nonce"]))
+            _same(f"{where} tag", got.plaintext[:16], _hex(want["binding_tag"]))
+            _same(f"{where} plaintext", got.plaintext, _hex(want["plaintext"]))
+            _same(f"{where} sealed", got.sealed, _hex(want["sealed"]))
+            # the recipient opens it with libsodium's sealed-box opener
+            opened = nacl.bindings.crypto_box_seal_open(
+                got.sealed, round_keys[want["hop"]], round_secrets[want["hop"]])
+            _same(f"{where} opens", opened, got.plaintext)
+        _same(f"{label} onion", layers[0].sealed, _hex(onion["onion"]))
+        _same(f"{label} length", len(layers[0].sealed), onion_length(w, hops))
+    done.append("onions")
+
+    # § 9.4 submission digest and item digests
+    sub = doc["submission"]
+    sub_onions = [_hex(o) for o in sub["onions"]]
+    _same("onion digest", onion_digest(sub_onions), _hex(sub["onion_digest"]))
+    _same("item digests", [item_digest(o) for o in sub_onions],
+          [_hex(d) for d in sub["item_digests"]])
+    done.append("submission")
+
+    # § 11 payloads: [protocol] tables, widths, encodings, Algorithm 1, validity
+    cn = doc["cloaknet"]
+    for table in cn["protocol_tables"]:
+        proto = parse_protocol(tomllib.loads(table["toml"])["protocol"])
+        _same(f"protocol table {table['mode']}",
+              (proto.mode, proto.messages, proto.modulus, proto.precision, proto.payload_length),
+              (table["mode"], table["messages"], int(table["modulus"]), table["precision"],
+               table["payload_length"]))
+    for sw in cn["share_widths"]:
+        _same(f"share width of {sw['modulus']}", share_width(int(sw["modulus"])), sw["width"])
+    for se in cn["share_encodings"]:
+        _same(f"encoding of {se['value']} mod {se['modulus']}",
+              encode_share(int(se["value"]), int(se["modulus"])), _hex(se["bytes"]))
+    enc = cn["encoder"]
+    modulus = int(enc["modulus"])
+    _same("encoder quantized", quantize(enc["x"], enc["precision"]), enc["quantized"])
+    protocol = Protocol("sum-preserving", len(enc["shares"]), modulus, enc["precision"])
+    _same("encoder shares",
+          split_shares(enc["quantized"], modulus, protocol.messages, enc["random_shares"]),
+          enc["shares"])
+    _same("encoder payloads", encode_value(enc["x"], protocol, enc["random_shares"]),
+          [_hex(p) for p in enc["payloads"]])
+    alice = [o for o in doc["onions"] if o["client"] == enc["client"]]
+    _same("encoder payloads = alice's onion payloads",
+          [o["payload"] for o in sorted(alice, key=lambda o: o["index"])], enc["payloads"])
+    vmod = int(doc["trace"]["validator"]["modulus"])
+    for bad in cn["invalid_payloads"]:
+        if payload_is_valid(_hex(bad), vmod):
+            raise VectorMismatch(f"payload {bad} should be invalid")
+    done.append("cloaknet")
+
+    # § 12 the result: Algorithm 2 on the vector's payloads, and the exact field
+    res = cn["result"]
+    rmod = int(doc["trace"]["validator"]["modulus"])
+    z = sum(int.from_bytes(_hex(p), "big") for p in res["payloads"]) % rmod
+    parsed = parse_result(res["result"])
+    _same("result raw_sum", z, parsed.raw_sum)
+    _same("result estimate_exact", parsed.estimate_exact,
+          Fraction(z, res["result"]["precision"]))
+    done.append("result")
+
+    # § 4, § 6 frames: the client's requests byte for byte, the replies it parses
+    frames = {f["name"]: f for f in doc["frames"]}
+    _same("get-round frame", encode_frame("get-round"), _hex(frames["get-round"]["msgpack"]))
+    sfields = _from_vector_fields(frames["submit"]["fields"])
+    _same("submit frame",
+          encode_frame("submit", round=sfields["round"], client=sfields["client"],
+                       onions=sfields["onions"]),
+          _hex(frames["submit"]["msgpack"]))
+    _same("submit onions = submission onions", sfields["onions"], sub_onions)
+    _same("subscribe frame", encode_frame("subscribe", round=round_id),
+          _hex(frames["subscribe"]["msgpack"]))
+    for f in doc["frames"]:
+        decoded = decode_frame(_hex(f["msgpack"]))
+        _same(f"frame {f['name']} decodes", decoded,
+              {**_from_vector_fields(f["fields"]), "v": WIRE_VERSION})
+    round_frame = decode_frame(_hex(frames["round"]["msgpack"]))
+    vector_chain = Chain(
+        chain_id=chain_id,
+        mixes=tuple(Mix(m["name"], "ws://unused", _hex(m["identity_public"]))
+                    for m in vchain["mixes"]),
+        analyzer_url="ws://unused",
+        protocol=Protocol("sum-preserving", vchain["messages"], vmod, 100000),
+    )
+    keys = verify_announcements(vector_chain, round_frame["round"], round_frame["announcements"])
+    _same("round frame keys", keys, round_keys)
+    try:
+        _expect(decode_frame(_hex(frames["error"]["msgpack"])), "accepted")
+    except WireError as exc:
+        _same("error frame code", exc.code, "duplicate-client")
+    else:
+        raise VectorMismatch("error frame not recognised")
+    result_frame = parse_result(decode_frame(_hex(frames["result"]["msgpack"])))
+    _same("result frame exact", result_frame.estimate_exact, Fraction(41999, 100000))
+    done.append("frames")
+    return done
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    if len(sys.argv) < 3:
+        print("usage: spec_client.py CHAIN_FILE VALUE...", file=sys.stderr)
+        raise SystemExit(2)
+    print("vector checks:", ", ".join(check_vectors()))
+    outcome = asyncio.run(submit_and_sum(sys.argv[1], [float(a) for a in sys.argv[2:]]))
+    for rid, result in outcome.results.items():
+        print(rid, json.dumps(result.raw, default=str))
