@@ -358,14 +358,13 @@ class MixNode(BaseNode):
     # ------------------------------------------------------------------ entry mix
 
     def after_start(self) -> None:
-        if isinstance(self.machine, EntryMachine):
-            self.spawn(self._run_timers(), "round timer")
+        self.spawn(self._run_timers(), "round timer")
 
     async def _run_timers(self) -> None:
-        """Call the machine's timer when it is due (and after every change)."""
+        """Call the machine's timer when it is due (and after every change): the entry
+        mix's rounds, a later mix's trace timeout."""
         while not self._stopping:
             machine = self.machine
-            assert isinstance(machine, EntryMachine)
             now = self.clock()
             due = machine.next_timer()
             if due is not None and due <= now:

@@ -52,6 +52,9 @@ from mixnet.frames import (
 
 __all__ = ["ChunkPeeled", "RelayMachine"]
 
+#: Statuses in which a mix holds a round's whole batch, key and intake.
+_HELD = frozenset({RoundStatus.CLOSED, RoundStatus.MIXED, RoundStatus.FORWARDED})
+
 
 @dataclass(frozen=True)
 class ChunkPeeled:
@@ -204,6 +207,9 @@ class RelayMachine(ChunkReceiver, TracingMix):
         actions = self.chunk_persisted(token)
         if actions is None:
             raise TypeError(f"unknown token {token!r}")
+        st = self.rounds.get(getattr(token, "round_id", -1))
+        if st is not None and st.batch is None and st.held_since is None:
+            st.held_since = now  # the whole batch is here: the trace clock starts
         return actions
 
     def persist_failed(self, token: object, now: float) -> list[Action]:
@@ -283,4 +289,6 @@ class RelayMachine(ChunkReceiver, TracingMix):
                 RoundStatus.ABORTED,
             ):
                 actions.append(Persist((EraseKey(r),)))
+            if st.batch is None and st.status in _HELD:
+                st.held_since = now  # the trace clock restarts with the node
         return m, actions

@@ -86,6 +86,9 @@ class RoundState:
     trace_at: float | None = None
     #: last mix: the round was aborted by an ``exclude``, answered once the sink answers
     abort_reply: bool = False
+    #: relay and last mix: when (unix seconds) its whole batch was here; the trace must end
+    #: within :data:`~mixnet.core.tracing.TRACE_TIMEOUT` of it
+    held_since: float | None = None
     #: relay and sink: chunk indices whose store write is emitted but not yet committed
     in_flight: set[int] = field(default_factory=set)
     clients: int | None = None

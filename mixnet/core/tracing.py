@@ -42,7 +42,13 @@ from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import InternalError, MixnetError, NotReady, UnknownRound
 from mixnet.frames import AbortRound, Accused, Exclude, Excluded, Trace
 
-__all__ = ["TraceProved", "TraceVerified", "TracingMix", "accusation_cap"]
+__all__ = ["TRACE_TIMEOUT", "TraceProved", "TraceVerified", "TracingMix", "accusation_cap"]
+
+#: Seconds a mix after the entry keeps a round's key and intake for the trace once its whole
+#: batch is here. A round whose ``exclude`` has not come by then is aborted here (the last
+#: mix tells the sink), so an entry mix that never returns cannot make a mix keep keys forever.
+TRACE_TIMEOUT = 3600.0
+
 
 def accusation_cap(chunk_size: int, mixes: int) -> int:
     """The most accusations one ``accused`` reply carries: each holds up to ``mixes`` steps,
@@ -274,6 +280,39 @@ class TracingMix(MixRounds):
         st.abort_reply = True
         writes = (*persist.writes, DropOutbound(st.round_id))
         return [Persist(writes), Send(AbortRound(st.round_id, reason))]
+
+    # ------------------------------------------------------------------ timer
+
+    def _waiting(self, st: RoundState) -> bool:
+        """The round waits for its trace here (a relay forwarded it, the last mix holds it)."""
+        waiting = RoundStatus.MIXED if self.role is Role.LAST else RoundStatus.FORWARDED
+        return st.status is waiting and st.held_since is not None
+
+    def next_timer(self) -> float | None:
+        """When :meth:`handle_timer` must next be called (``None``: only after an event)."""
+        due = [
+            st.held_since + TRACE_TIMEOUT
+            for st in self.rounds.values()
+            if self._waiting(st) and st.held_since is not None
+        ]
+        return min(due, default=None)
+
+    def handle_timer(self, now: float) -> list[Action]:
+        """Abort every round whose trace has not ended within :data:`TRACE_TIMEOUT` of its
+        batch arriving here: its key and intake are erased; the last mix tells the sink."""
+        actions: list[Action] = []
+        for st in list(self.rounds.values()):
+            if not self._waiting(st) or st.held_since is None:
+                continue
+            if now < st.held_since + TRACE_TIMEOUT:
+                continue
+            reason = f"no verdict reached {self.name} within {TRACE_TIMEOUT:.0f} s"
+            if self.role is Role.LAST:
+                actions += self._abort_released(st, reason)
+                st.abort_reply = False  # nobody waits for an answer
+            else:
+                actions.append(self._finish(st, RoundStatus.ABORTED))
+        return actions
 
     # ------------------------------------------------------------------ recovery
 

@@ -308,3 +308,28 @@ def test_more_refused_payloads_than_a_reply_carries_are_untraced() -> None:
     prove = one(last.on_trace(Trace(R), NOW), Prove)
     assert len(prove.items) == cap
     assert prove.token == TraceProved(R, None, len(bad) - cap)
+
+
+def test_a_relay_gives_up_a_trace_that_never_comes() -> None:
+    """An entry mix that never asks for the verdict cannot make a relay keep the round's key
+    and intake: after TRACE_TIMEOUT they are erased and the round is aborted here."""
+    from mixnet.core.tracing import TRACE_TIMEOUT
+
+    relay = forwarded_relay([item(RELAY_ITEM) for _ in range(2)])
+    assert relay.next_timer() == NOW + TRACE_TIMEOUT
+    assert relay.handle_timer(NOW + TRACE_TIMEOUT - 1) == []
+    acts = relay.handle_timer(NOW + TRACE_TIMEOUT)
+    assert acts == [Persist((DropIntake(R), EraseKey(R), SetRound(R, status=S.ABORTED)))]
+    assert relay.status(R) is S.ABORTED and relay.next_timer() is None
+    assert relay.on_trace(Trace(R), NOW) == [Reply(Accused(R))]  # a late entry mix
+
+
+def test_the_last_mix_gives_up_and_tells_the_sink() -> None:
+    from mixnet.core.tracing import TRACE_TIMEOUT
+
+    last, _ = relay_at(last=True, items=[item(VALUE + LAYER)])
+    acts = last.handle_timer(NOW + TRACE_TIMEOUT)
+    abort = one(acts, Send).frame
+    assert isinstance(abort, AbortRound) and "no verdict reached mix3" in abort.reason
+    assert last.status(R) is S.ABORTED
+    assert last.on_reply(abort, Aborted(R), NOW) == [Reply(Aborted(R))]
