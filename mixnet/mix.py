@@ -135,6 +135,7 @@ class MixNode(BaseNode):
                 jitter=system_uniform,
                 successor=s.successor or "",
                 credentials=s.admission is not None,
+                validator=self.validator,
             )
         assert s.predecessor is not None
         return RelayMachine(
@@ -170,6 +171,7 @@ class MixNode(BaseNode):
                 jitter=system_uniform,
                 successor=s.successor or "",
                 credentials=s.admission is not None,
+                validator=self.validator,
             )
         else:
             assert s.predecessor is not None

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mixnet.admission import check_credential_client
+from mixnet.blame import PayloadValidator, accept_all
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
 from mixnet.core.intake import EntryIntake, onion_digest
 from mixnet.core.policy import RoundPolicy
@@ -38,7 +39,7 @@ from mixnet.core.records import (
 from mixnet.core.rounds import KeyFactory, RoundState
 from mixnet.core.status import TERMINAL, Role, RoundStatus
 from mixnet.core.verdict import EntryVerdict
-from mixnet.errors import InternalError, MixnetError, RoundClosed, UnknownRound
+from mixnet.errors import InternalError, MalformedFrame, MixnetError, RoundClosed, UnknownRound
 from mixnet.frames import (
     AbortRound,
     Accepted,
@@ -49,7 +50,6 @@ from mixnet.frames import (
     RoundKeys,
     RoundOffer,
     Submit,
-    Trace,
 )
 
 __all__ = ["AwaitStored", "EntryMachine", "Opened", "Stored", "SubmitPeeled"]
@@ -128,13 +128,18 @@ class EntryMachine(EntryVerdict):
         jitter: Callable[[], float] = lambda: 1.0,
         successor: str = "",
         credentials: bool = False,
+        validator: PayloadValidator = accept_all,
     ) -> None:
         """``jitter()`` gives a uniform number in [0, 1] that spreads the back-off after a
         refused opening (the adapter passes the OS CSPRNG's; the default 1.0 waits the full
-        ceiling). ``successor`` names the next mix (in the reasons of aborted rounds)."""
+        ceiling). ``successor`` names the next mix (in the reasons of aborted rounds).
+        ``validator`` is the application's payload check: in a chain of one mix the entry mix
+        is also the last, sees every plaintext payload at intake and refuses a submission
+        with one it rejects (whole; there is nothing to trace)."""
         super().__init__(name=name, chunk_size=policy.chunk_size, keys=keys)
         self.jitter = jitter
         self.successor = successor
+        self.validator = validator
         self.hops = hops
         self.messages = messages
         self.onion_length = onion_length
@@ -376,6 +381,8 @@ class EntryMachine(EntryVerdict):
         st = self._intake_round(r)
         assert st.entry is not None
         payloads = tuple(p for p in results if isinstance(p, bytes))
+        if self.hops == 1 and not all(self.validator(p) for p in payloads):
+            raise MalformedFrame("a payload of the submission is not valid for the round")
         closes = st.entry.accept(client, onions, digest, now)
         st.pending[client] = payloads
         actions: list[Action] = [
@@ -483,6 +490,7 @@ class EntryMachine(EntryVerdict):
         jitter: Callable[[], float] = lambda: 1.0,
         successor: str = "",
         credentials: bool = False,
+        validator: PayloadValidator = accept_all,
     ) -> tuple[EntryMachine, list[Action]]:
         """Rebuild the machine from what the store holds, and the actions that resume
         unfinished work: a round left ``OPENING`` is aborted down the chain (its opening
@@ -499,6 +507,7 @@ class EntryMachine(EntryVerdict):
             jitter=jitter,
             successor=successor,
             credentials=credentials,
+            validator=validator,
         )
         actions: list[Action] = []
         last = max((rec.round_id for rec in records.rounds), default=0)
@@ -537,7 +546,7 @@ class EntryMachine(EntryVerdict):
                 actions += m._resume_outbound(st, records.outbound[r])
             elif rec.status is RoundStatus.FORWARDED:
                 st.submissions = {sub.client: sub.payloads for sub in subs}
-                actions.append(Send(Trace(r)))
+                actions += m._forwarded(st)
             elif rec.status is RoundStatus.ABORTED and r > last - RECEIPT_ROUNDS:
                 # the abort may not have reached the chain before the restart: say it again
                 actions.append(Send(AbortRound(r)))

@@ -44,6 +44,7 @@ class EntryVerdict(MixRounds):
 
     policy: RoundPolicy
     successor: str
+    hops: int
 
     # ------------------------------------------------------------------ timer
 
@@ -65,6 +66,8 @@ class EntryVerdict(MixRounds):
     # ------------------------------------------------------------------ events
 
     def _forwarded(self, st: RoundState) -> list[Action]:
+        if self.hops == 1:  # the entry mix is the last: it checked every payload at intake
+            return self._confirmed(st, Exclude(st.round_id))
         return [Send(Trace(st.round_id))]
 
     def verdict_reply(self, sent: Frame, reply: Frame, now: float) -> list[Action] | None:

@@ -3,6 +3,7 @@ real sqlite. One poisoned submission among honest ones no longer voids the round
 
 from __future__ import annotations
 
+import asyncio
 from fractions import Fraction
 from pathlib import Path
 
@@ -99,7 +100,7 @@ async def test_a_mix_that_accuses_an_honest_item_is_blamed_and_learns_no_link(
     ):
         last, middle = chain.mixes[2], chain.mixes[1]
         target = encode_share(0, PARAMS.modulus)
-        last.machine.validator = lambda payload: payload != target  # type: ignore[union-attr]
+        last.machine.validator = lambda payload: payload != target
         proofs: list[int] = []
         honest_prove = middle.prove
 
@@ -144,3 +145,28 @@ async def test_the_analyzer_logs_each_result(
     lines = [r for r in caplog.records if "result {" in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelname == "INFO"
     assert '"excluded":1' in lines[0].getMessage() and '"status":"ok"' in lines[0].getMessage()
+
+
+async def test_a_chain_of_one_mix_refuses_a_bad_payload_at_intake(tmp_path: Path) -> None:
+    """One mix is entry and last mix at once: it refuses a submission with a payload the
+    validator rejects (nothing to trace), and confirms the round without a trace."""
+    from mixnet.core.status import RoundStatus
+    from mixnet.errors import MalformedFrame
+
+    protocol = CloakProtocol(PARAMS)
+    width = share_width(PARAMS.modulus)
+    async with (
+        local_chain(tmp_path, protocol, policy(USERS, USERS), mixes=1) as chain,
+        connect(chain.chain) as net,
+    ):
+        with pytest.raises(MalformedFrame):
+            await net.mixnet.submit(lambda: [b"\xff" * width] * PARAMS.messages)
+        receipts = await net.submit_many(VALUES, concurrency=3)
+        result = await net.result(receipts[0].round, timeout=60)
+        for _ in range(100):  # the entry mix confirms once the analyzer acknowledged
+            if chain.mixes[0].machine.status(receipts[0].round) is RoundStatus.CONFIRMED:
+                break
+            await asyncio.sleep(0.05)
+        assert chain.mixes[0].machine.status(receipts[0].round) is RoundStatus.CONFIRMED
+    assert result.raw["status"] == "ok" and result.users == USERS
+    assert Fraction(result.raw["estimate_exact"]) == honest_sum()

@@ -314,6 +314,7 @@ class MemoryChain:
                 policy=self.policy,
                 keys=self._keys(node),
                 successor=self.nodes[1].name,
+                validator=valid_payload,
             )
         elif node.index < self.mixes:
             node.machine, actions = RelayMachine.restore(

@@ -200,3 +200,21 @@ ChainSchedules.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestChainSchedules = ChainSchedules.TestCase
+
+
+def test_a_chain_of_one_mix_confirms_its_rounds_and_refuses_bad_payloads_at_intake() -> None:
+    """With one mix the entry mix is also the last: it checks the payloads when it peels a
+    submission (a bad one is refused whole), and confirms a forwarded round without a trace
+    (its successor is the sink, which takes no ``trace``)."""
+    chain = MemoryChain(mixes=1, messages=2, policy=RoundPolicy(2, 3, 5.0, chunk_size=2), seed=4)
+    for i in range(3):
+        chain.add_client([i + 1, 10])
+    poisoned = chain.add_client([VALID_BELOW, 1])
+    chain.settle()
+    check_results(chain)
+    entry = chain.nodes[0]
+    assert entry.machine is not None
+    assert {st.status for st in entry.machine.rounds.values()} >= {RoundStatus.CONFIRMED}
+    assert poisoned.done and not poisoned.acked  # refused, never counted
+    (result,) = chain.nodes[-1].store.results.values()
+    assert result["status"] == "ok" and result["clients"] == 3 and result["sum"] == 36

@@ -1,0 +1,652 @@
+#!/usr/bin/env python3
+"""Benchmark: one full round of N users through a real local chain of node processes.
+
+Chooses the protocol as ``cloaknet demo`` does (:func:`cloaknet.demo_plan.choose`; default
+``plan``, what ``cloaknet plan`` selects), writes keys and a chain file into a temporary
+directory the way ``cloaknet demo`` does (rounds of exactly N users), starts every mix and the
+analyzer as ``python -m cloaknet node`` processes on 127.0.0.1, pre-wraps every user's
+submission on every core (:class:`cloaknet.loadgen.LoadGenerator`), sends them to the entry
+mix over several connections, waits for the analyzer's result and for every node to finish
+the round, and stops every process it started (also on failure or Ctrl-C).
+
+It reports, and writes as JSON (``--json FILE``):
+
+* ``wall_seconds`` — first submission sent → the analyzer's result received;
+* ``cpu_seconds`` — user + system CPU of all node processes over the round (``/proc``),
+  from just before the first submission until every node has finished the round; the load
+  generator's CPU is reported separately (``loadgen``);
+* ``x25519_per_share`` — X25519 scalar multiplications per share over all parties, counted
+  from the protocol: a client seals each share once per mix (an ephemeral key pair and one
+  Diffie–Hellman: 2 scalar multiplications per seal), every mix opens one layer (1); so
+  3·L for L mixes;
+* ``crypto_floor_cpu_seconds`` — the round's seals and opens priced at the single-core CPU
+  cost per operation of raw libsodium (``nacl.bindings.crypto_box_seal`` /
+  ``crypto_box_seal_open`` on messages of each hop's size), measured in the same run before
+  the round; ``cpu_over_floor`` — the nodes' CPU over the nodes' part (the opens);
+* per node: ``peak_rss_bytes`` (``VmHWM``, reset through ``clear_refs`` after the idle
+  reading where the kernel allows it), ``idle_rss_bytes`` (``VmRSS`` before the round),
+  ``ciphertext_bytes_in`` (items × item length at that hop) and ``rss_over_ciphertext``
+  ((peak − idle) / ciphertext bytes in).
+
+Linux only (``/proc``). Usage::
+
+    .venv/bin/python scripts/bench_round.py --users 10000 [--protocol plan] [--mixes 3]
+        [--mode single-user|sum-preserving] [--json bench-results/round.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from nacl import bindings
+from rich.console import Console
+from rich.table import Table
+
+from cloaknet.chainfile import SINK_TABLE, generate_node_keys, load_chain, write_chain_file
+from cloaknet.client import connect
+from cloaknet.demo_plan import DEMO_PROTOCOLS, choose
+from cloaknet.encoding import quantize
+from cloaknet.errors import CloakError
+from cloaknet.loadgen import LoadGenerator
+from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+from mixnet.onion import BINDING_TAG_LENGTH, onion_length
+
+HOST = "127.0.0.1"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: Statuses a node's round ends in (mixnet.core.status.TERMINAL).
+TERMINAL = frozenset({"confirmed", "done", "aborted", "failed"})
+COUNTING_RULE = (
+    "per share: the client seals one layer per mix, each an ephemeral X25519 key pair "
+    "(1 scalar multiplication) and one Diffie-Hellman (1); each mix opens its layer with "
+    "one Diffie-Hellman (1); the analyzer does none: 2L + L = 3L for L mixes"
+)
+
+
+class BenchError(RuntimeError):
+    """A node failed or the round did not finish."""
+
+
+# --------------------------------------------------------------------------- /proc
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)
+
+
+def memory(pid: int) -> dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` of process ``pid`` in bytes, from /proc."""
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) * 1024
+    return out
+
+
+def reset_peak(pid: int) -> bool:
+    """Reset process ``pid``'s ``VmHWM`` to its current RSS (``clear_refs`` 5); whether the
+    kernel allowed it."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+class Sampler:
+    """Reads every node's CPU seconds and RSS from /proc every ``interval`` seconds in a
+    thread (the nodes are not asked anything), stamped with ``time.time()`` — the clock of
+    the nodes' ``/status`` timings — so that CPU and memory can be split by round phase."""
+
+    def __init__(self, pids: dict[str, int], interval: float = 0.1) -> None:
+        self.pids = pids
+        self.interval = interval
+        self.samples: dict[str, list[tuple[float, float, int]]] = {name: [] for name in pids}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        for name, pid in self.pids.items():
+            with contextlib.suppress(OSError, KeyError, ValueError):
+                now = time.time()
+                self.samples[name].append((now, cpu_seconds(pid), memory(pid)["VmRSS"]))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def start(self) -> None:
+        self._sample()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def phases(self, name: str, bounds: list[tuple[str, float]]) -> list[dict[str, Any]]:
+        """Per phase ``(label, end time)`` of node ``name`` (consecutive, starting at the
+        first sample): CPU seconds (between the samples nearest the bounds), wall seconds
+        and the largest RSS sampled in it."""
+        samples = self.samples[name]
+        if not samples:
+            return []
+
+        def nearest(t: float) -> int:
+            return min(range(len(samples)), key=lambda i: abs(samples[i][0] - t))
+
+        out = []
+        start = samples[0][0]
+        for label, end in bounds:
+            if end < start:
+                continue
+            i, j = nearest(start), nearest(end)
+            window = [rss for t, _, rss in samples if start <= t <= end] or [samples[j][2]]
+            out.append({"phase": label, "wall_seconds": end - start,
+                        "cpu_seconds": samples[j][1] - samples[i][1],
+                        "max_rss_bytes": max(window)})  # fmt: skip
+            start = end
+        return out
+
+
+def phase_bounds(role: str, entry: dict[str, Any]) -> list[tuple[str, float]]:
+    """The round's phases at one node and when each ended (unix seconds), from its
+    ``/status`` entry: a mix takes in, mixes, forwards and then waits for the trace (the
+    last mix holds its batch for the trace and forwards after it); the analyzer takes in
+    and analyzes."""
+    closed, mixed, finished = entry.get("closed"), entry.get("mixed"), entry.get("finished")
+    if closed is None or finished is None:
+        return []
+    if role == "analyzer":
+        return [("intake", closed), ("analyze", finished)]
+    if mixed is None:
+        return []
+    released = entry.get("released")
+    if released is not None:  # the last mix
+        return [("intake", closed), ("mix", mixed), ("trace", released),
+                ("forward", finished)]  # fmt: skip
+    forwarded = mixed + float(entry.get("forward_seconds", 0.0))
+    return [("intake", closed), ("mix", mixed), ("forward", forwarded), ("trace", finished)]
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the OS hands out for port 0 right now (the nodes bind them moments later)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def get_json(port: int, path: str) -> Any:
+    with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=2.0) as response:
+        return json.loads(response.read())
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{port}/healthz", timeout=1.0) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+@dataclass
+class Node:
+    name: str
+    port: int
+    proc: subprocess.Popen[bytes]
+
+
+class Nodes:
+    """The node processes this benchmark started; :meth:`stop_all` ends every one."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.nodes: list[Node] = []
+
+    def start(self, name: str, port: int, args: list[str]) -> None:
+        with (self.directory / f"{name}.log").open("wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cloaknet", "node", *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.nodes.append(Node(name, port, proc))
+
+    def check_alive(self) -> None:
+        for node in self.nodes:
+            if node.proc.poll() is not None:
+                log = (self.directory / f"{node.name}.log").read_text(errors="replace")
+                raise BenchError(f"node {node.name} exited with {node.proc.returncode}:\n"
+                                 f"{log[-2000:]}")  # fmt: skip
+
+    def stop_all(self) -> None:
+        for node in self.nodes:
+            if node.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    node.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for node in self.nodes:
+            try:
+                node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(node.proc.pid, signal.SIGKILL)
+                node.proc.wait(timeout=5)
+
+
+# --------------------------------------------------------------------------- crypto floor
+
+
+def _cpu_per_op(run: Any, ops: int) -> float:
+    """CPU seconds per call of ``run()`` (best of 3 batches of ``ops`` calls)."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        for _ in range(ops):
+            run()
+        best = min(best, time.process_time() - start)
+    return best / ops
+
+
+def crypto_rates(payload_length: int, mixes: int, ops: int) -> list[dict[str, float]]:
+    """Per hop h (0 = entry): raw libsodium CPU seconds per ``crypto_box_seal`` of that
+    layer's plaintext (binding tag + inner onion) and per ``crypto_box_seal_open`` of the
+    onion that hop receives, one core, the OS CSPRNG."""
+    public, secret = bindings.crypto_box_keypair()
+    rows = []
+    for hop in range(mixes):
+        length = onion_length(payload_length, mixes - hop)
+        plaintext = os.urandom(BINDING_TAG_LENGTH + onion_length(payload_length, mixes - hop - 1))
+        sealed = bindings.crypto_box_seal(plaintext, public)
+        assert len(sealed) == length
+        seal = _cpu_per_op(lambda p=plaintext: bindings.crypto_box_seal(p, public), ops)
+        opened = _cpu_per_op(
+            lambda s=sealed: bindings.crypto_box_seal_open(s, public, secret), ops
+        )
+        rows.append({"hop": hop, "onion_bytes": length, "seal_cpu_seconds": seal,
+                     "open_cpu_seconds": opened, "seals_per_second": 1 / seal,
+                     "opens_per_second": 1 / opened})  # fmt: skip
+    return rows
+
+
+# --------------------------------------------------------------------------- the round
+
+
+def write_chain(directory: Path, args: argparse.Namespace) -> tuple[Path, list[str], list[int],
+                                                                     dict[str, Any]]:
+    """Keys and a chain file for rounds of exactly ``args.users`` users, as the demo writes
+    them; returns the chain file, the mix names, the ports (mixes then analyzer) and the
+    choice's summary."""
+    choice = choose(args.protocol, args.users, args.epsilon, args.delta, mode=args.mode,
+                    bound=args.bound, precision=args.precision)  # fmt: skip
+    names = [f"mix{i + 1}" for i in range(args.mixes)]
+    keys = generate_node_keys(directory, names)
+    ports = free_ports(args.mixes + 1)
+    policy = RoundPolicy(min_users=args.users, max_users=args.users, deadline_seconds=3600.0,
+                         below_min="wait")  # fmt: skip
+    config = ChainConfig(
+        chain_id="bench",
+        mixes=tuple(NodeInfo(n, f"ws://{HOST}:{p}", keys[n]) for n, p in zip(names, ports,
+                                                                                strict=False)),
+        sink=NodeInfo("analyzer", f"ws://{HOST}:{ports[-1]}", None),
+        policy=policy,
+        sections={},
+        sink_table=SINK_TABLE,
+    )
+    chain_path = directory / "chain.toml"
+    write_chain_file(chain_path, config, choice.chain_table(args.precision), choice.cloak_plan)
+    return chain_path, names, ports, dict(choice.summary)
+
+
+def round_entry(status: dict[str, Any], round_id: int) -> dict[str, Any]:
+    for info in status.get("rounds", []):
+        if isinstance(info, dict) and info.get("round") == round_id:
+            return info
+    return {}
+
+
+async def wait_finished(
+    nodes: Nodes, round_id: int, timeout: float, console: Console
+) -> tuple[list[dict[str, Any]], bool]:
+    """Every node's ``/status`` entry for ``round_id`` once all are in a terminal status,
+    and ``True``; after ``timeout`` seconds the entries as they are, and ``False`` (the
+    CPU and memory are then read anyway)."""
+    limit = time.monotonic() + timeout
+    while True:
+        nodes.check_alive()
+        entries = [round_entry(await asyncio.to_thread(get_json, n.port, "/status"), round_id)
+                   for n in nodes.nodes]  # fmt: skip
+        if all(e.get("status") in TERMINAL for e in entries):
+            return entries, True
+        if time.monotonic() > limit:
+            console.log(f"round {round_id} did not finish everywhere within {timeout:g} s: "
+                        f"{[e.get('status') for e in entries]}")  # fmt: skip
+            return entries, False
+        await asyncio.sleep(0.2)
+
+
+async def drive(args: argparse.Namespace, chain_path: Path, nodes: Nodes,
+                values: list[float], console: Console) -> dict[str, Any]:  # fmt: skip
+    chain = load_chain(chain_path)
+    async with LoadGenerator(chain, workers=args.workers, connections=args.connections,
+                             retry_for=600.0) as load:  # fmt: skip
+        info = await load.current_round()
+        console.log(f"round {info.round_id} open; measuring libsodium seal/open rates")
+        rates = crypto_rates(chain.payload_length, len(chain.config.mixes), args.crypto_ops)
+        console.log(f"wrapping {len(values):,} submissions on {load.workers} workers")
+        wrapped = await load.wrap(info, values)
+        console.log(f"wrapped in {wrapped.wall_seconds:.2f} s "
+                    f"({wrapped.cpu_seconds:.2f} CPU s); sending")  # fmt: skip
+        idle = {}
+        for node in nodes.nodes:
+            mem = memory(node.proc.pid)
+            idle[node.name] = {"cpu": cpu_seconds(node.proc.pid), "rss": mem["VmRSS"],
+                               "peak_reset": reset_peak(node.proc.pid)}  # fmt: skip
+        load_before = os.getloadavg()
+        sampler = Sampler({node.name: node.proc.pid for node in nodes.nodes})
+        sampler.start()
+        t0 = time.perf_counter()
+        sending = asyncio.create_task(load.send(info, wrapped))
+        while not sending.done():
+            nodes.check_alive()
+            await asyncio.wait({sending}, timeout=0.5)
+        sent = await sending
+        console.log(f"{sent.submissions:,} submissions acknowledged in {sent.wall_seconds:.2f} s;"
+                    " waiting for the result")  # fmt: skip
+        async with connect(chain, connections=1, retry_for=600.0) as net:
+            result_task = asyncio.create_task(net.result(info.round_id, timeout=args.timeout))
+            while not result_task.done():
+                nodes.check_alive()
+                await asyncio.wait({result_task}, timeout=0.5)
+            result = await result_task
+        wall = time.perf_counter() - t0
+        console.log(f"result after {wall:.2f} s; waiting for every node to finish the round")
+        entries, settled = await wait_finished(nodes, info.round_id, args.settle_timeout,
+                                               console)  # fmt: skip
+        settle = time.perf_counter() - t0
+        sampler.stop()
+        load_after = os.getloadavg()
+        per_node = []
+        for hop, (node, entry) in enumerate(zip(nodes.nodes, entries, strict=True)):
+            mem = memory(node.proc.pid)
+            role = "analyzer" if hop == len(nodes.nodes) - 1 else "mix"
+            per_node.append({"name": node.name, "pid": node.proc.pid,
+                             "cpu_seconds": cpu_seconds(node.proc.pid) - idle[node.name]["cpu"],
+                             "idle_rss_bytes": idle[node.name]["rss"],
+                             "peak_rss_bytes": mem["VmHWM"],
+                             "peak_reset": idle[node.name]["peak_reset"],
+                             "status": entry,
+                             "phases": sampler.phases(node.name,
+                                                      phase_bounds(role, entry))})  # fmt: skip
+    return {"round": info.round_id, "rates": rates, "wrapped": wrapped, "sent": sent,
+            "result": result.raw, "wall": wall, "settle": settle, "settled": settled,
+            "nodes": per_node,
+            "load_before": load_before, "load_after": load_after}  # fmt: skip
+
+
+def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str],
+              values: list[float], out: dict[str, Any], payload_length: int,
+              messages_per_user: int) -> dict[str, Any]:  # fmt: skip
+    users, mixes = args.users, args.mixes
+    messages = users * messages_per_user
+    rates = out["rates"]
+    client_floor = messages * sum(r["seal_cpu_seconds"] for r in rates)
+    nodes: list[dict[str, Any]] = []
+    for hop, node in enumerate(out["nodes"]):
+        is_mix = hop < mixes
+        item_length = onion_length(payload_length, mixes - hop) if is_mix else payload_length
+        floor = messages * rates[hop]["open_cpu_seconds"] if is_mix else 0.0
+        ciphertext = messages * item_length
+        above = node["peak_rss_bytes"] - node["idle_rss_bytes"]
+        nodes.append({
+            "name": node["name"],
+            "role": "mix" if is_mix else "analyzer",
+            "hop": hop,
+            "cpu_seconds": node["cpu_seconds"],
+            "floor_cpu_seconds": floor,
+            "cpu_over_floor": node["cpu_seconds"] / floor if floor else None,
+            "items_in": messages,
+            "item_length": item_length,
+            "ciphertext_bytes_in": ciphertext,
+            "idle_rss_bytes": node["idle_rss_bytes"],
+            "peak_rss_bytes": node["peak_rss_bytes"],
+            "rss_above_idle_bytes": above,
+            "rss_over_ciphertext": above / ciphertext,
+            "peak_reset": node["peak_reset"],
+            "round_status": node["status"],
+            "phases": node["phases"],
+        })
+    nodes_floor = sum(n["floor_cpu_seconds"] for n in nodes)
+    node_cpu = sum(n["cpu_seconds"] for n in nodes)
+    wrapped, sent = out["wrapped"], out["sent"]
+    result = out["result"]
+    record: dict[str, Any] = {
+        "users": users,
+        "messages": messages,
+        "messages_per_user": messages_per_user,
+        "payload_length": payload_length,
+        "mixes": mixes,
+        **{k: summary[k] for k in ("protocol", "mode", "bound", "noise") if k in summary},
+        "round": out["round"],
+        "wall_seconds": out["wall"],
+        "settle_seconds": out["settle"],
+        "settled": out["settled"],
+        "submit_seconds": sent.wall_seconds,
+        "cpu_seconds": node_cpu,
+        "loadgen": {
+            "workers": wrapped.workers,
+            "connections": sent.connections,
+            "wrap_wall_seconds": wrapped.wall_seconds,
+            "wrap_cpu_seconds": wrapped.cpu_seconds,
+            "worker_cpu_seconds": wrapped.worker_cpu_seconds,
+            "send_wall_seconds": sent.wall_seconds,
+            "send_cpu_seconds": sent.cpu_seconds,
+            "cpu_seconds": wrapped.worker_cpu_seconds + sent.cpu_seconds,
+            "submissions_per_second": sent.submissions / sent.wall_seconds,
+        },
+        "x25519_per_share": 3 * mixes,
+        "x25519_total": 3 * mixes * messages,
+        "x25519_counting_rule": COUNTING_RULE,
+        "crypto_rates": rates,
+        "crypto_floor_cpu_seconds": client_floor + nodes_floor,
+        "crypto_floor_clients_cpu_seconds": client_floor,
+        "crypto_floor_nodes_cpu_seconds": nodes_floor,
+        "cpu_over_floor": node_cpu / nodes_floor,
+        # the nodes' CPU and the generator's encoding + wrapping CPU over the whole floor
+        "cpu_over_floor_all_parties": (node_cpu + wrapped.cpu_seconds)
+        / (client_floor + nodes_floor),
+        "nodes": nodes,
+        "result": result,
+        "true_sum": float(np.sum(values)),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_average_before": out["load_before"],
+            "load_average_after": out["load_after"],
+        },
+    }
+    precision = result.get("precision")
+    if "estimate_exact" in result and precision is not None:
+        rounded = Fraction(sum(quantize(v, int(precision)) for v in values), int(precision))
+        exact = f"{rounded.numerator}/{rounded.denominator}"
+        record["rounded_sum_exact"] = exact
+        record["exact"] = result["estimate_exact"] == exact
+    return record
+
+
+def print_table(record: dict[str, Any], console: Console) -> None:
+    title = (f"one round: {record['users']:,} users × m = {record['messages_per_user']} = "
+             f"{record['messages']:,} messages, {record['mixes']} mixes, {record['protocol']}, "
+             f"{record['mode']}")  # fmt: skip
+    table = Table(title=title)
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    gen = record["loadgen"]
+    rows = [
+        ("wall (first submit → result)", f"{record['wall_seconds']:.2f} s"),
+        ("  of it submitting", f"{record['submit_seconds']:.2f} s "
+                               f"({gen['submissions_per_second']:,.0f} users/s)"),
+        ("every node finished" if record["settled"] else "gave up waiting for the nodes",
+         f"{record['settle_seconds']:.2f} s"),
+        ("nodes' CPU", f"{record['cpu_seconds']:.2f} s"),
+        ("nodes' crypto floor (opens)", f"{record['crypto_floor_nodes_cpu_seconds']:.2f} s"),
+        ("cpu_over_floor (nodes)", f"{record['cpu_over_floor']:.2f}"),
+        ("clients' crypto floor (seals)",
+         f"{record['crypto_floor_clients_cpu_seconds']:.2f} s"),
+        ("CPU over floor, all parties", f"{record['cpu_over_floor_all_parties']:.2f}"),
+        ("load generator: wrap", f"{gen['wrap_wall_seconds']:.2f} s wall, "
+                                 f"{gen['wrap_cpu_seconds']:.2f} s CPU on {gen['workers']} "
+                                 "workers"),
+        ("load generator: CPU (workers + sender)",
+         f"{gen['worker_cpu_seconds']:.2f} + {gen['send_cpu_seconds']:.2f} s"),
+        ("X25519 per share", f"{record['x25519_per_share']} (3L: 2 per seal, 1 per open)"),
+    ]
+    if "exact" in record:
+        rows.append(("estimate = rounded sum", str(record["exact"])))
+    else:
+        rows.append(("estimate / true sum", f"{record['result'].get('estimate', float('nan')):.4f}"
+                                            f" / {record['true_sum']:.4f}"))
+    for key, value in rows:
+        table.add_row(key, value)
+    console.print(table)
+    nodes = Table(title="per node")
+    for col in ("node", "CPU s", "over floor", "idle RSS", "peak RSS", "ciphertext in",
+                "RSS↑ / ciphertext"):
+        nodes.add_column(col, justify="right")
+    for n in record["nodes"]:
+        over = "—" if n["cpu_over_floor"] is None else f"{n['cpu_over_floor']:.2f}"
+        nodes.add_row(n["name"], f"{n['cpu_seconds']:.2f}", over,
+                      f"{n['idle_rss_bytes'] / 2**20:.0f} MiB",
+                      f"{n['peak_rss_bytes'] / 2**20:.0f} MiB",
+                      f"{n['ciphertext_bytes_in'] / 2**20:.1f} MiB",
+                      f"{n['rss_over_ciphertext']:.2f}")  # fmt: skip
+    console.print(nodes)
+    phases = Table(title="per node and phase: CPU s / wall s / max RSS (sampled every 0.1 s)")
+    labels = ("intake", "mix", "forward", "trace", "analyze")
+    phases.add_column("node", justify="right")
+    for label in labels:
+        phases.add_column(label, justify="right")
+    for n in record["nodes"]:
+        cells = {p["phase"]: f"{p['cpu_seconds']:.2f} / {p['wall_seconds']:.2f} / "
+                             f"{p['max_rss_bytes'] / 2**20:.0f} MiB" for p in n["phases"]}
+        phases.add_row(n["name"], *(cells.get(label, "") for label in labels))
+    console.print(phases)
+    load = record["machine"]
+    console.print(f"{load['cpus']} CPUs; load average before {load['load_average_before'][0]:.2f}"
+                  f", after {load['load_average_after'][0]:.2f}")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", "-n", type=int, default=1000)
+    parser.add_argument("--protocol", choices=DEMO_PROTOCOLS, default="plan",
+                        help="as for cloaknet demo (default plan: what cloaknet plan selects)")
+    parser.add_argument("--mixes", type=int, default=3)
+    parser.add_argument("--mode", choices=("single-user", "sum-preserving"),
+                        default="single-user")
+    parser.add_argument("--bound", default="auto")
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--delta", type=float, default=1e-6)
+    parser.add_argument("--precision", type=int, default=None)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="wrapping processes (default: one per core)")
+    parser.add_argument("--connections", type=int, default=16,
+                        help="websockets to the entry mix (default 16)")
+    parser.add_argument("--crypto-ops", type=int, default=2000,
+                        help="libsodium operations per rate measurement (default 2000)")
+    parser.add_argument("--timeout", type=float, default=3600.0,
+                        help="seconds to wait for the result (default 3600)")
+    parser.add_argument("--settle-timeout", type=float, default=120.0,
+                        help="seconds to wait, after the result, for every node to finish "
+                        "the round (default 120; then measured as it stands)")
+    parser.add_argument("--data-seed", type=int, default=None,
+                        help="seed of the input data only (protocol randomness: OS CSPRNG)")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE")
+    parser.add_argument("--keep", action="store_true", help="keep the chain directory")
+    parser.add_argument("--dir", type=Path, default=None, metavar="DIR",
+                        help="write the chain (keys, databases, logs) into DIR, a new "
+                        "directory, and keep it (default: a temporary directory)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+    if args.users < 1 or args.mixes < 1:
+        parser.error("--users and --mixes must be >= 1")
+    console = Console(stderr=True, quiet=args.quiet)
+    if args.dir is not None:
+        args.dir.mkdir(mode=0o700, parents=True)
+        args.keep = True
+    directory = args.dir or Path(tempfile.mkdtemp(prefix="cloaknet-bench-"))
+    nodes = Nodes(directory)
+    values = np.random.default_rng(args.data_seed).random(args.users).tolist()
+    try:
+        try:
+            chain_path, names, ports, summary = write_chain(directory, args)
+        except CloakError as exc:
+            Console(stderr=True).print(f"bench_round: {exc}")
+            return 2
+        chain = load_chain(chain_path)
+        base = ["--chain", str(chain_path)]
+        nodes.start("analyzer", ports[-1], [*base, "--name", "analyzer"])
+        for name, port in reversed(list(zip(names, ports, strict=False))):
+            nodes.start(name, port, [*base, "--name", name, "--key",
+                                     str(directory / f"{name}.key")])  # fmt: skip
+        nodes.nodes.sort(key=lambda n: ports.index(n.port))  # chain order: mixes, analyzer
+        limit = time.monotonic() + 60
+        while not all(healthy(p) for p in ports):
+            nodes.check_alive()
+            if time.monotonic() > limit:
+                raise BenchError("nodes did not report /healthz within 60 s")
+            time.sleep(0.05)
+        console.log(f"{args.mixes} mixes and the analyzer up in {directory}")
+        out = asyncio.run(drive(args, chain_path, nodes, values, console))
+    finally:
+        nodes.stop_all()
+        if not args.keep:
+            shutil.rmtree(directory, ignore_errors=True)
+    record = summarize(args, summary, names, values, out, chain.payload_length, chain.messages)
+    record["directory"] = str(directory) if args.keep else None
+    print_table(record, Console(width=120))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(record, indent=2, default=str))
+        console.log(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

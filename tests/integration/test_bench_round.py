@@ -1,0 +1,80 @@
+"""``scripts/bench_round.py``: one round through a real chain of node processes, measured.
+
+Real OS processes (four nodes and the load generator's workers), hence ``slow``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_round.py"
+
+
+def bench(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), "--quiet", *args], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.slow
+def test_bench_round_is_exact_and_reports_sane_numbers(tmp_path: Path) -> None:
+    out = tmp_path / "round.json"
+    chain_dir = tmp_path / "chain"
+    proc = bench("--users", "50", "--mode", "sum-preserving", "--crypto-ops", "300",
+                 "--json", str(out), "--dir", str(chain_dir))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert processes_mentioning(str(chain_dir)) == []  # every node stopped
+    for key in ("users", "messages", "wall_seconds", "cpu_seconds", "loadgen",
+                "x25519_per_share", "x25519_counting_rule", "crypto_floor_cpu_seconds",
+                "cpu_over_floor", "nodes"):
+        assert key in record, key
+    m = record["messages_per_user"]
+    assert record["users"] == 50 and record["messages"] == 50 * m
+    assert record["protocol"] == "cloak" and record["mode"] == "sum-preserving"
+    assert record["exact"] is True
+    assert record["result"]["estimate_exact"] == record["rounded_sum_exact"]
+    assert record["x25519_per_share"] == 9 and record["x25519_total"] == 9 * 50 * m
+    assert record["wall_seconds"] > 0 and record["cpu_seconds"] > 0
+    assert 0 < record["crypto_floor_nodes_cpu_seconds"] < record["crypto_floor_cpu_seconds"]
+    assert record["cpu_over_floor"] > 0
+    assert record["loadgen"]["cpu_seconds"] > 0 and record["loadgen"]["workers"] >= 1
+    assert [n["name"] for n in record["nodes"]] == ["mix1", "mix2", "mix3", "analyzer"]
+    lengths = [n["item_length"] for n in record["nodes"]]
+    width = record["payload_length"]
+    assert lengths == [width + 192, width + 128, width + 64, width]
+    for node in record["nodes"]:
+        assert node["ciphertext_bytes_in"] == 50 * m * node["item_length"]
+        assert node["peak_rss_bytes"] > 0 and node["idle_rss_bytes"] > 0
+        assert node["rss_over_ciphertext"] >= 0
+        assert node["round_status"]["status"] in ("confirmed", "done")
+    assert all(n["cpu_over_floor"] > 0 for n in record["nodes"][:3])
+    assert record["nodes"][3]["cpu_over_floor"] is None  # the analyzer opens nothing
+
+
+@pytest.mark.slow
+def test_bench_round_stops_every_node_when_the_round_fails(tmp_path: Path) -> None:
+    chain_dir = tmp_path / "chain"
+    proc = bench("--users", "20", "--crypto-ops", "50", "--timeout", "0.001",
+                 "--dir", str(chain_dir))
+    assert proc.returncode != 0
+    assert "TimeoutError" in proc.stderr
+    assert processes_mentioning(str(chain_dir)) == []
