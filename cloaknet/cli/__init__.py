@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from cloaknet.cli.chain import add_chain_parser, add_submit_parser, cmd_chain, cmd_submit
 from cloaknet.cli.experiment import add_experiment_parser, cmd_experiment
+from cloaknet.cli.fl import add_plan_fl_parser, cmd_plan_fl
 from cloaknet.cli.plan import add_plan_parser, cmd_plan
 from cloaknet.cli.run import (
     add_demo_parser,
@@ -39,6 +40,7 @@ EXIT_OS = 4
 #: Every command: its name and the function that runs it (returning the exit code).
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "plan": cmd_plan,
+    "plan-fl": cmd_plan_fl,
     "demo": cmd_demo,
     "node": cmd_node,
     "keygen": cmd_keygen,
@@ -59,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     add_plan_parser(sub)
+    add_plan_fl_parser(sub)
     add_demo_parser(sub)
     add_node_parser(sub)
     add_experiment_parser(sub)

@@ -1,0 +1,727 @@
+"""Vector sums in the shuffled model: clipping, conditional rounding, distributed Skellam noise
+and split-and-mix per coordinate.
+
+Each user holds a vector x ∈ R^d (a model update). The local randomizer
+
+1. clips x to L2 norm at most C (x·min(1, C/‖x‖₂));
+2. scales by s and rounds every coordinate randomly and unbiasedly to an integer
+   (⌊y⌋ + Bernoulli(y − ⌊y⌋)), *conditionally*: the rounding is redrawn until
+   ‖x̃‖₂² <= B², an exact integer test (Kairouz, Liu, Steinke, "The Distributed Discrete
+   Gaussian Mechanism for Federated Learning with Secure Aggregation", arXiv 2102.06387;
+   Agarwal, Kairouz, Liu, "The Skellam Mechanism for Differentially Private Federated
+   Learning", arXiv 2110.04995). B² comes from :func:`rounding_norm_bound_sq`, a Hoeffding
+   bound under which one rounding fails the test with probability at most β;
+3. adds to every coordinate an independent exact Skellam draw of variance μ/n_h
+   (:mod:`cloaknet.skellam`; the n_h honest users' draws sum to exactly Skellam(μ));
+4. splits every coordinate's value mod q into m uniformly random shares (Ishai, Kushilevitz,
+   Ostrovsky, Sahai, FOCS 2006) and sends d·m messages. A message carries its coordinate's
+   index inside the payload: ``index`` then ``share``, each a fixed-width big-endian
+   unsigned integer (:attr:`VectorSumProtocol.index_bytes` and ``share_bytes`` bytes). As an
+   integer the message is ``index · 256^share_bytes + share``, whose big-endian bytes at the
+   full width are exactly that payload.
+
+The analyzer splits the shuffled messages by index into d multisets of n·m shares each, sums
+each mod q, reads each sum in the window [−W, W] (q = 2W + 1) and divides by s: an estimate of
+Σ_i clip(x_i). Only the per-coordinate multisets are used.
+
+Why this interface is a sibling of :class:`~cloaknet.protocols.base.SummationProtocol` rather
+than an implementation of it: the scalar interface fixes inputs to x ∈ [0, 1], estimates to a
+float and messages to integers below one modulus, and :func:`cloaknet.analysis.analyze_round`
+and the planner rely on that. Vectors have d-dimensional inputs and estimates, and messages
+carry an index next to the share. :class:`VectorSumProtocol` keeps every convention that
+does not depend on the scalar shape — a fixed number of fixed-width messages per user
+(:attr:`~VectorSumProtocol.messages_per_user`, :attr:`~VectorSumProtocol.bytes_per_message`),
+an exact count check, an analyzer that uses the multiset of messages only, ``result_fields``
+for a round's JSON result, ``describe`` — so the mixnet (fixed-size opaque payloads) and an
+analyzer node can carry it without change to either.
+
+The privacy argument (why the view decomposes per coordinate, why the split-and-mix distance
+is d times the scalar one, what the central-equivalent mechanism is) is in
+``docs/protocols.md`` ("Vector sums"); the accounting over training rounds is in
+:mod:`cloaknet.fl_accounting` and ``docs/accounting.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from cloaknet.errors import InputRangeError, ParameterError, ShareCountError, ShareError
+from cloaknet.protocols.base import uniform_bits
+from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
+from cloaknet.skellam import SkellamNoise
+from cloaknet.validation import check_int
+from cloaknet.vectorized import encode_many, shuffle
+
+if TYPE_CHECKING:
+    from cloaknet.fl_accounting import FLPlan
+
+__all__ = [
+    "VectorParams",
+    "VectorRoundResult",
+    "VectorSumProtocol",
+    "clip_vectors",
+    "conditional_round",
+    "rounding_norm_bound_sq",
+    "run_vector_round",
+]
+
+#: Largest s·C: keeps every rounded coordinate and every squared norm exact in int64.
+MAX_SCALED_CLIP: Final[float] = float(1 << 26)
+#: Largest dimension (the squared norms of rounded vectors stay below 2^62).
+MAX_DIMENSION: Final[int] = 1 << 24
+#: Rounding attempts per vector before giving up (each succeeds with probability >= 1/2).
+MAX_ROUNDING_ATTEMPTS: Final[int] = 200
+_TWO53: Final[float] = float(1 << 53)
+_LOW32: Final = np.uint64(0xFFFF_FFFF)
+_SHIFT32: Final = np.uint64(32)
+
+
+def _width(largest: int) -> int:
+    """Bytes of a fixed-width big-endian unsigned integer holding 0..largest."""
+    return max(1, (largest.bit_length() + 7) // 8)
+
+
+def _positive_float(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise ParameterError(f"{name} must be a number, got {value!r}")
+    out = float(value)
+    if not math.isfinite(out) or out <= 0.0:
+        raise ParameterError(f"{name} must be a finite number > 0, got {value!r}")
+    return out
+
+
+def rounding_norm_bound_sq(scaled_clip: float, dimension: int, beta: float) -> int:
+    """The conditional-rounding bound B² (an integer): for every y ∈ R^d with ‖y‖₂ <= a
+    (a = ``scaled_clip`` = s·C), unbiased randomized rounding gives ‖ỹ‖₂² <= B² except with
+    probability at most β, where
+
+        B² = ⌈a² + d/4 + √(2 ln(1/β))·(a + √d/2)⌉.
+
+    This is the bound of Kairouz, Liu, Steinke (arXiv 2102.06387; the form their reference
+    code cites as Theorem 1). Derivation (ours): with e_j = ỹ_j − y_j,
+    ‖ỹ‖² − ‖y‖² = Σ_j e_j(2y_j + e_j), a sum of independent terms with mean
+    E[e_j²] = f_j(1 − f_j) <= 1/4 (f_j the fractional part) and range |2⌊y_j⌋ + 1| <= 2|y_j| + 1;
+    Σ_j (2|y_j| + 1)² <= (2‖y‖ + √d)², so Hoeffding's inequality gives
+    P[‖ỹ‖² > ‖y‖² + d/4 + t] <= exp(−2t²/(2a + √d)²) = β for t = √(2 ln(1/β))·(a + √d/2).
+
+    :raises ParameterError: a not finite or negative, d < 1, β outside (0, 1).
+    """
+    if isinstance(scaled_clip, bool) or not isinstance(scaled_clip, int | float):
+        raise ParameterError(f"scaled_clip must be a number, got {scaled_clip!r}")
+    a = float(scaled_clip)
+    if not math.isfinite(a) or a < 0:
+        raise ParameterError(f"scaled_clip must be a finite number >= 0, got {scaled_clip!r}")
+    d = check_int("dimension", dimension, 1)
+    if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0.0 < beta < 1.0:
+        raise ParameterError(f"beta must lie in (0, 1), got {beta!r}")
+    slack = math.sqrt(2.0 * math.log(1.0 / beta)) * (a + math.sqrt(d) / 2.0)
+    return math.ceil(a * a + d / 4.0 + slack)
+
+
+# --------------------------------------------------------------------------- local steps
+
+
+def _as_rows(x: object, dimension: int) -> NDArray[np.float64]:
+    """``x`` as a finite float64 array of shape (n, d) (a single vector becomes one row)."""
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputRangeError(f"vectors must be arrays of real numbers: {exc}") from exc
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    if arr.ndim != 2 or arr.shape[1] != dimension:
+        raise InputRangeError(
+            f"expected vectors of dimension {dimension}, got an array of shape {arr.shape}"
+        )
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise InputRangeError(
+            f"vector {int(bad[0])} has a non-finite coordinate {int(bad[1])}: "
+            f"{arr[bad[0], bad[1]]!r}"
+        )
+    return arr
+
+
+def clip_vectors(x: NDArray[np.float64], clip: float) -> NDArray[np.float64]:
+    """Every row scaled by min(1, C/‖row‖₂) (rows of norm <= C are unchanged).
+
+    The norm is computed on the row divided by its largest |coordinate| (no overflow).
+    """
+    c = _positive_float("clip", clip)
+    rows = np.asarray(x, dtype=np.float64)
+    peak = np.max(np.abs(rows), axis=1) if rows.shape[1] else np.zeros(rows.shape[0])
+    safe = np.where(peak > 0, peak, 1.0)
+    norms = peak * np.sqrt(np.sum((rows / safe[:, None]) ** 2, axis=1))
+    factor = np.where(norms > c, c / np.where(norms > 0, norms, 1.0), 1.0)
+    clipped: NDArray[np.float64] = rows * factor[:, None]
+    return clipped
+
+
+def _round_once(y: NDArray[np.float64], rng: RandomSource) -> NDArray[np.int64]:
+    """Unbiased randomized rounding of every entry: ⌊y⌋ + [u < (y − ⌊y⌋)·2^53] with u a
+    uniform 53-bit integer. The comparison is exact in binary64, so the rounding-up
+    probability is ⌈f·2^53⌉/2^53 for the computed fractional part f: exactly f when |y| >= 1
+    (f is then a multiple of 2^−52), within 2^−53 otherwise."""
+    floor = np.floor(y)
+    frac = y - floor
+    u = uniform_bits(int(y.size), 53, rng).reshape(y.shape)
+    up = u.astype(np.float64) < frac * _TWO53
+    rounded: NDArray[np.int64] = floor.astype(np.int64) + up.astype(np.int64)
+    return rounded
+
+
+def conditional_round(
+    y: NDArray[np.float64], norm_bound_sq: int, rng: RandomSource = SYSTEM_RANDOM
+) -> NDArray[np.int64]:
+    """Conditional randomized rounding of every row of ``y`` (module doc, step 2): each row
+    is rounded (:func:`_round_once`) until its squared L2 norm, an exact int64 sum, is at most
+    ``norm_bound_sq``; only rejected rows are redrawn.
+
+    Every returned row satisfies ‖row‖₂² <= B² (deterministically). If one rounding passes
+    the test with probability 1 − β' (β' <= β for B² from :func:`rounding_norm_bound_sq`),
+    the conditioning moves each coordinate's mean by at most β'/(1 − β') grid units
+    (|E[x̃_j | pass] − y_j| = |E[(x̃_j − y_j)·1{fail}]|/P[pass], and |x̃_j − y_j| < 1).
+
+    :raises ParameterError: a row still fails after :data:`MAX_ROUNDING_ATTEMPTS` attempts
+        (the bound is below what rounding can meet for that row).
+    """
+    rows = np.asarray(y, dtype=np.float64)
+    out = np.zeros(rows.shape, dtype=np.int64)
+    pending = np.arange(rows.shape[0])
+    for _ in range(MAX_ROUNDING_ATTEMPTS):
+        if pending.size == 0:
+            return out
+        rounded = _round_once(rows[pending], rng)
+        norms = np.einsum("ij,ij->i", rounded, rounded)
+        ok = norms <= norm_bound_sq
+        out[pending[ok]] = rounded[ok]
+        pending = pending[~ok]
+    if pending.size == 0:
+        return out
+    raise ParameterError(
+        f"conditional rounding: {pending.size} vector(s) still exceed the norm bound "
+        f"B² = {norm_bound_sq} after {MAX_ROUNDING_ATTEMPTS} attempts"
+    )
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+@dataclass(frozen=True)
+class VectorParams:
+    """The wire and mechanism parameters of :class:`VectorSumProtocol` (no accounting).
+
+    ``dimension`` d, ``clip`` C, ``scale`` s, ``norm_bound_sq`` B² (the conditional rounding
+    bound; at least :func:`rounding_norm_bound_sq` at β = 1/2, so every rounding attempt
+    passes with probability >= 1/2), ``noise_variance`` the Skellam variance each user adds
+    to each coordinate (an exact rational; 0 = no noise), ``messages`` m shares per
+    coordinate, ``modulus`` q and ``window`` W: the analyzer decodes each coordinate's sum
+    into [−W, W]; q >= 2W + 1 and W >= ``max_users``·⌊B⌋, so sums never wrap without noise.
+    ``min_users``/``max_users``: the round sizes the parameters are planned for.
+    """
+
+    dimension: int
+    clip: float
+    scale: float
+    norm_bound_sq: int
+    noise_variance: Fraction
+    messages: int
+    modulus: int
+    window: int
+    min_users: int
+    max_users: int
+
+    def __post_init__(self) -> None:
+        d = check_int("dimension", self.dimension, 1)
+        if d > MAX_DIMENSION:
+            raise ParameterError(f"dimension must be at most {MAX_DIMENSION}, got {d}")
+        c = _positive_float("clip", self.clip)
+        s = _positive_float("scale", self.scale)
+        if s * c > MAX_SCALED_CLIP:
+            raise ParameterError(f"scale·clip must be at most 2^26, got {s * c}")
+        bound = check_int("norm_bound_sq", self.norm_bound_sq, 0)
+        least = rounding_norm_bound_sq(s * c, d, 0.5)
+        if bound < least:
+            raise ParameterError(
+                f"norm_bound_sq = {bound} is below {least}, the bound rounding meets with "
+                "probability 1/2 (conditional rounding could loop)"
+            )
+        noise = self.noise_variance
+        if isinstance(noise, bool) or not isinstance(noise, Fraction | int) or noise < 0:
+            raise ParameterError(
+                f"noise_variance must be an exact rational >= 0, got {noise!r}"
+            )
+        m = check_int("messages", self.messages, 1)
+        q = check_int("modulus", self.modulus, 2)
+        w = check_int("window", self.window, 0)
+        lo = check_int("min_users", self.min_users, 1)
+        hi = check_int("max_users", self.max_users, lo)
+        signal = hi * math.isqrt(bound)
+        if w < signal:
+            raise ParameterError(
+                f"window W = {w} is below max_users·⌊B⌋ = {signal}: sums could wrap"
+            )
+        if q < 2 * w + 1:
+            raise ParameterError(f"modulus q = {q} must be at least 2W + 1 = {2 * w + 1}")
+        if _width(d - 1) + _width(q - 1) > 8:
+            raise ParameterError(
+                "a message (index bytes + share bytes) must fit in 8 bytes; "
+                f"d = {d} and q = {q} need {_width(d - 1) + _width(q - 1)}"
+            )
+        for name, value in (
+            ("dimension", d), ("clip", c), ("scale", s), ("norm_bound_sq", bound),
+            ("noise_variance", Fraction(noise)), ("messages", m), ("modulus", q),
+            ("window", w), ("min_users", lo), ("max_users", hi),
+        ):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def noiseless(
+        cls,
+        dimension: int,
+        clip: float,
+        scale: float,
+        *,
+        users: int,
+        messages: int = 3,
+        beta: float = 2.0**-20,
+    ) -> VectorParams:
+        """Parameters without noise (exact sums of the rounded vectors; no privacy from
+        noise): B² from :func:`rounding_norm_bound_sq` at β, W = users·⌊B⌋, q = 2W + 1."""
+        bound = rounding_norm_bound_sq(float(scale) * float(clip), dimension, beta)
+        window = users * math.isqrt(bound)
+        return cls(
+            dimension=dimension, clip=clip, scale=scale, norm_bound_sq=bound,
+            noise_variance=Fraction(0), messages=messages, modulus=2 * window + 1,
+            window=window, min_users=users, max_users=users,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["noise_variance"] = _fraction_text(self.noise_variance)
+        return out
+
+
+def _fraction_text(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else (
+        f"{value.numerator}/{value.denominator}"
+    )
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+class VectorSumProtocol:
+    """Vector summation in the shuffled model (module doc): ``encode_many`` /
+    ``encode_vector`` are the local randomizer, ``analyze`` the analyzer.
+
+    Build it from :class:`VectorParams` (``plan`` optional: the
+    :class:`~cloaknet.fl_accounting.FLPlan` whose guarantee it carries) or with
+    :meth:`planned`.
+    """
+
+    name = "vector-skellam"
+
+    def __init__(self, params: VectorParams, *, plan: FLPlan | None = None) -> None:
+        if not isinstance(params, VectorParams):
+            raise TypeError(f"expected VectorParams, not {type(params).__name__}")
+        self.params = params
+        self.plan = plan
+        self._noise = SkellamNoise(params.noise_variance)
+        self._share_bytes = _width(params.modulus - 1)
+        self._index_bytes = _width(params.dimension - 1)
+        self._shift = np.uint64(8 * self._share_bytes)
+        self._share_mask = np.uint64((1 << (8 * self._share_bytes)) - 1)
+
+    @classmethod
+    def planned(
+        cls,
+        dimension: int,
+        clip: float,
+        rounds: int,
+        epsilon: float,
+        delta: float,
+        users: int,
+        **options: Any,
+    ) -> VectorSumProtocol:
+        """The protocol with the parameters :func:`cloaknet.fl_accounting.plan_fl` chooses
+        for these arguments (``options`` are passed on)."""
+        from cloaknet.fl_accounting import plan_fl
+
+        made = plan_fl(dimension, clip, rounds, epsilon, delta, users, **options)
+        return cls(made.params(), plan=made)
+
+    # ------------------------------------------------------------------ wire format
+
+    @property
+    def dimension(self) -> int:
+        return self.params.dimension
+
+    @property
+    def users(self) -> int:
+        """The smallest round the parameters are planned for (privacy, error prediction)."""
+        return self.params.min_users
+
+    @property
+    def min_round_users(self) -> int:
+        return self.params.min_users
+
+    @property
+    def max_round_users(self) -> int:
+        return self.params.max_users
+
+    @property
+    def messages_per_coordinate(self) -> int:
+        """m: shares sent for every coordinate."""
+        return self.params.messages
+
+    @property
+    def messages_per_user(self) -> int:
+        """d·m: messages every user sends."""
+        return self.params.dimension * self.params.messages
+
+    @property
+    def share_modulus(self) -> int:
+        """q: every share is an integer in [0, q)."""
+        return self.params.modulus
+
+    @property
+    def index_bytes(self) -> int:
+        """Width of the coordinate index at the start of a payload."""
+        return self._index_bytes
+
+    @property
+    def share_bytes(self) -> int:
+        """Width of the share after the index."""
+        return self._share_bytes
+
+    @property
+    def bytes_per_message(self) -> int:
+        """Fixed payload width: index bytes + share bytes."""
+        return self._index_bytes + self._share_bytes
+
+    @property
+    def bytes_per_user(self) -> int:
+        """d·m·(index bytes + share bytes)."""
+        return self.messages_per_user * self.bytes_per_message
+
+    def join_message(self, index: int, share: int) -> int:
+        """The message carrying ``share`` of coordinate ``index`` as an integer
+        (index·256^share_bytes + share).
+
+        :raises ShareError: index not in [0, d) or share not in [0, q).
+        """
+        if not 0 <= index < self.dimension:
+            raise ShareError(f"index {index} is not in [0, {self.dimension})")
+        if not 0 <= share < self.share_modulus:
+            raise ShareError(f"share {share} is not in [0, {self.share_modulus})")
+        return (index << (8 * self._share_bytes)) | share
+
+    def split_message(self, message: int) -> tuple[int, int]:
+        """(index, share) of a message integer, both checked.
+
+        :raises ShareError: not an int, negative, or index / share out of range.
+        """
+        if isinstance(message, bool) or not isinstance(message, int | np.integer):
+            raise ShareError(f"a message must be an integer, got {message!r}")
+        value = int(message)
+        if value < 0:
+            raise ShareError(f"a message must be >= 0, got {value}")
+        index, share = value >> (8 * self._share_bytes), value & int(self._share_mask)
+        self.join_message(index, share)  # range checks
+        return index, share
+
+    def message_to_bytes(self, message: int) -> bytes:
+        """The fixed-width payload: index (``index_bytes``, big-endian) then share
+        (``share_bytes``, big-endian)."""
+        index, share = self.split_message(message)
+        return index.to_bytes(self._index_bytes, "big") + share.to_bytes(
+            self._share_bytes, "big"
+        )
+
+    def message_from_bytes(self, payload: bytes | bytearray | memoryview) -> int:
+        """Inverse of :meth:`message_to_bytes`.
+
+        :raises ShareError: wrong length, or index / share out of range.
+        """
+        data = bytes(payload)
+        if len(data) != self.bytes_per_message:
+            raise ShareError(
+                f"a payload must be {self.bytes_per_message} bytes, got {len(data)}"
+            )
+        index = int.from_bytes(data[: self._index_bytes], "big")
+        share = int.from_bytes(data[self._index_bytes :], "big")
+        return self.join_message(index, share)
+
+    def decode_payloads(self, payloads: Sequence[bytes]) -> NDArray[np.uint64]:
+        """Message integers of a sequence of payloads (for :meth:`analyze`)."""
+        return np.array([self.message_from_bytes(p) for p in payloads], dtype=np.uint64)
+
+    # ------------------------------------------------------------------ local randomizer
+
+    def clip_vectors(self, x: object) -> NDArray[np.float64]:
+        """The rows of ``x`` (n × d, or one vector) clipped to L2 norm C.
+
+        :raises InputRangeError: wrong shape or a non-finite coordinate.
+        """
+        return clip_vectors(_as_rows(x, self.dimension), self.params.clip)
+
+    def quantize(self, x: object, rng: RandomSource = SYSTEM_RANDOM) -> NDArray[np.int64]:
+        """Clip, scale by s and round conditionally: an (n, d) int64 array, every row of
+        squared norm at most B²."""
+        clipped = self.clip_vectors(x)
+        return conditional_round(clipped * self.params.scale, self.params.norm_bound_sq, rng)
+
+    def noise(self, users: int, rng: RandomSource = SYSTEM_RANDOM) -> NDArray[np.int64]:
+        """Every user's noise: an (n, d) array of independent exact Skellam draws of the
+        per-user variance (zeros without noise)."""
+        return self._noise.sample_vectors(users, self.dimension, rng)
+
+    def encode_values(
+        self, values: NDArray[np.int64], rng: RandomSource = SYSTEM_RANDOM
+    ) -> NDArray[np.uint64]:
+        """Split-and-mix integer rows (n, d) into an (n, d·m) array of message integers:
+        row i holds, for each coordinate j in order, m messages with index j whose shares
+        sum to values[i, j] mod q."""
+        rows = np.asarray(values)
+        if rows.ndim != 2 or rows.shape[1] != self.dimension or rows.dtype.kind not in "iu":
+            raise ParameterError(
+                f"values must be an integer array of shape (n, {self.dimension})"
+            )
+        n, d, m = rows.shape[0], self.dimension, self.messages_per_coordinate
+        shares = np.asarray(
+            encode_many(rows.reshape(-1).astype(np.int64), m, self.share_modulus, rng),
+            dtype=np.uint64,
+        ).reshape(n, d, m)
+        index = np.arange(d, dtype=np.uint64).reshape(1, d, 1) << self._shift
+        messages: NDArray[np.uint64] = (shares | index).reshape(n, d * m)
+        return messages
+
+    def encode_many(self, x: object, rng: RandomSource = SYSTEM_RANDOM) -> NDArray[np.uint64]:
+        """The local randomizer of every row of ``x``: an (n, d·m) array of messages."""
+        quantized = self.quantize(x, rng)
+        values = quantized + self.noise(quantized.shape[0], rng)
+        return self.encode_values(values, rng)
+
+    def encode_vector(self, x: object, rng: RandomSource = SYSTEM_RANDOM) -> list[int]:
+        """One user's d·m messages (Python ints) for the vector ``x``."""
+        return [int(v) for v in self.encode_many(_as_rows(x, self.dimension), rng)[0].tolist()]
+
+    def encode_payloads(self, x: object, rng: RandomSource = SYSTEM_RANDOM) -> list[bytes]:
+        """One user's d·m fixed-width payloads (index then share) for the vector ``x``."""
+        return [self.message_to_bytes(v) for v in self.encode_vector(x, rng)]
+
+    # ------------------------------------------------------------------ analyzer
+
+    def analyze_integers(self, messages: object, users: int) -> list[int]:
+        """The d decoded integer sums Σ_i (x̃_ij + Z_ij), each read in [−W, W].
+
+        The messages may come in any shape and order. Checks: integer dtype, every message's
+        index in [0, d) and share in [0, q), exactly ``users``·m messages per coordinate
+        (hence ``users``·d·m in all).
+
+        :raises ParameterError: bad ``users`` (not >= 1 or above ``max_users``) or dtype.
+        :raises ShareCountError: a wrong total or per-coordinate count.
+        :raises ShareError: a message out of range.
+        """
+        n = check_int("users", users, 1)
+        if n > self.params.max_users:
+            raise ParameterError(
+                f"round has {n} users but the window was planned for {self.params.max_users}"
+            )
+        arr = np.asarray(messages)
+        if arr.dtype.kind not in "ui":
+            raise ParameterError(f"messages must be integers, got dtype {arr.dtype}")
+        flat = arr.reshape(-1)
+        d, m = self.dimension, self.messages_per_coordinate
+        expected = n * d * m
+        if flat.shape[0] != expected:
+            raise ShareCountError(
+                f"expected n·d·m = {n}·{d}·{m} = {expected} messages, got {flat.shape[0]}"
+            )
+        if arr.dtype.kind == "i" and flat.shape[0] and int(flat.min()) < 0:
+            raise ShareError("messages must be non-negative")
+        words = flat.astype(np.uint64)
+        index = words >> self._shift
+        share = words & self._share_mask
+        if flat.shape[0]:
+            if int(index.max()) >= d:
+                raise ShareError(f"a message has index {int(index.max())} >= d = {d}")
+            if int(share.max()) >= self.share_modulus:
+                raise ShareError(f"a message has a share >= q = {self.share_modulus}")
+        counts = np.bincount(index.astype(np.int64), minlength=d)
+        if np.any(counts != n * m):
+            j = int(np.flatnonzero(counts != n * m)[0])
+            raise ShareCountError(
+                f"coordinate {j} has {int(counts[j])} messages, expected n·m = {n * m}"
+            )
+        grouped = share[np.argsort(index, kind="stable")].reshape(d, n * m)
+        # exact sums: 32-bit halves summed in uint64 (n·m < 2^32 terms each)
+        low = np.bitwise_and(grouped, _LOW32).sum(axis=1, dtype=np.uint64)
+        high = (grouped >> _SHIFT32).sum(axis=1, dtype=np.uint64)
+        q, w = self.share_modulus, self.params.window
+        out: list[int] = []
+        for lo, hi in zip(low.tolist(), high.tolist(), strict=True):
+            total = ((int(hi) << 32) + int(lo)) % q
+            out.append(total - q if total > w else total)
+        return out
+
+    def analyze(self, messages: object, users: int) -> NDArray[np.float64]:
+        """The estimate of Σ_i clip(x_i): the decoded integer sums divided by s."""
+        sums = self.analyze_integers(messages, users)
+        estimate: NDArray[np.float64] = np.array(
+            [float(Fraction(v) / Fraction(self.params.scale)) for v in sums], dtype=np.float64
+        )
+        return estimate
+
+    def result_fields(self, messages: object, users: int) -> dict[str, object]:
+        """A round's JSON-ready result: ``estimate`` (a list of d floats), ``dimension``
+        and ``users``. Raises what :meth:`analyze` raises."""
+        return {
+            "estimate": [float(v) for v in self.analyze(messages, users)],
+            "dimension": self.dimension,
+            "users": users,
+        }
+
+    # ------------------------------------------------------------------ predictions
+
+    def expected_estimate(self, x: object) -> NDArray[np.float64]:
+        """Σ_i clip(x_i): what the analyzer estimates (unbiased up to the conditional
+        rounding's β-small shift and wrap-around; ``docs/protocols.md``)."""
+        total: NDArray[np.float64] = self.clip_vectors(x).sum(axis=0)
+        return total
+
+    def predicted_rmse(self, users: int | None = None) -> float:
+        """Per-coordinate RMSE of the estimate for a round of ``users`` (default
+        ``self.users``) users, an upper bound for every input:
+        sqrt(n/4 + n·v)/s with v the per-user noise variance (rounding variance f(1 − f)
+        <= 1/4 per user and coordinate)."""
+        n = self.users if users is None else check_int("users", users, 1)
+        variance = n / 4.0 + n * float(self.params.noise_variance)
+        return math.sqrt(variance) / self.params.scale
+
+    def predicted_rmse_for(self, x: object) -> NDArray[np.float64]:
+        """Per-coordinate RMSE for these inputs: sqrt(Σ_i f_ij(1 − f_ij) + n·v)/s, with f the
+        fractional parts of the scaled clipped inputs (conditioning ignored)."""
+        y = self.clip_vectors(x) * self.params.scale
+        frac = y - np.floor(y)
+        rounding = np.sum(frac * (1.0 - frac), axis=0)
+        n = y.shape[0]
+        rmse: NDArray[np.float64] = (
+            np.sqrt(rounding + n * float(self.params.noise_variance)) / self.params.scale
+        )
+        return rmse
+
+    def parameters(self) -> dict[str, object]:
+        out: dict[str, object] = dict(self.params.to_json())
+        out.update(
+            {
+                "index_bytes": self.index_bytes,
+                "share_bytes": self.share_bytes,
+                "noise": "skellam" if self.params.noise_variance else "none",
+            }
+        )
+        if self.plan is not None:
+            out["plan"] = self.plan.to_json()
+        return out
+
+    def describe(self) -> dict[str, object]:
+        """A JSON-ready summary: the wire format, the predicted error and the parameters."""
+        info: dict[str, object] = {
+            "protocol": self.name,
+            "dimension": self.dimension,
+            "users": self.users,
+            "messages_per_coordinate": self.messages_per_coordinate,
+            "messages_per_user": self.messages_per_user,
+            "bytes_per_message": self.bytes_per_message,
+            "bytes_per_user": self.bytes_per_user,
+            "share_modulus": self.share_modulus,
+            "predicted_rmse": self.predicted_rmse(),
+        }
+        if self.plan is not None:
+            info["epsilon"] = self.plan.epsilon_achieved
+            info["delta"] = self.plan.delta_achieved
+            info["rounds"] = self.plan.rounds
+        info.update(self.parameters())
+        return info
+
+    def __repr__(self) -> str:
+        return (
+            f"VectorSumProtocol(d={self.dimension}, users={self.users}, "
+            f"m={self.messages_per_coordinate}, q={self.share_modulus})"
+        )
+
+
+# --------------------------------------------------------------------------- one round
+
+
+@dataclass(frozen=True)
+class VectorRoundResult:
+    """One in-process round: the estimate, Σ clip(x_i) and the seconds of each stage."""
+
+    users: int
+    estimate: NDArray[np.float64]
+    clipped_sum: NDArray[np.float64]
+    messages: int
+    seconds: dict[str, float]
+
+    @property
+    def error(self) -> NDArray[np.float64]:
+        """estimate − Σ clip(x_i), per coordinate."""
+        diff: NDArray[np.float64] = self.estimate - self.clipped_sum
+        return diff
+
+
+def run_vector_round(
+    protocol: VectorSumProtocol,
+    x: object,
+    rng: RandomSource = SYSTEM_RANDOM,
+    *,
+    noise: Literal["per-user", "aggregate"] = "per-user",
+    clock: Callable[[], float] = time.perf_counter,
+) -> VectorRoundResult:
+    """Encode every row of ``x``, shuffle all n·d·m messages uniformly
+    (:func:`cloaknet.vectorized.shuffle`, the ideal shuffler) and analyze.
+
+    ``noise="aggregate"`` is for accuracy simulations only: instead of every user's own
+    Skellam draws it adds their exact total (Skellam of n times the per-user variance, the
+    same law as the sum of the users' draws) to the first user's value, so the *estimate*
+    has exactly the distribution of a real round but the messages do not (they would not
+    be private). The default is the real protocol.
+    """
+    rows = _as_rows(x, protocol.dimension)
+    n = rows.shape[0]
+    seconds: dict[str, float] = {}
+    t0 = clock()
+    quantized = protocol.quantize(rows, rng)
+    if noise == "per-user":
+        values = quantized + protocol.noise(n, rng)
+    elif noise == "aggregate":
+        total = SkellamNoise(protocol.params.noise_variance * n)
+        values = quantized.copy()
+        values[0] += total.sample_many(protocol.dimension, rng)
+    else:
+        raise ParameterError(f"noise must be 'per-user' or 'aggregate', got {noise!r}")
+    messages = protocol.encode_values(values, rng)
+    t1 = clock()
+    seconds["encode"] = t1 - t0
+    mixed = shuffle(messages, rng)
+    t2 = clock()
+    seconds["shuffle"] = t2 - t1
+    estimate = protocol.analyze(mixed, n)
+    seconds["analyze"] = clock() - t2
+    return VectorRoundResult(
+        users=n,
+        estimate=estimate,
+        clipped_sum=protocol.clip_vectors(rows).sum(axis=0),
+        messages=int(mixed.size),
+        seconds=seconds,
+    )
