@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cloaknet.chain_init import free_ports
 from cloaknet.chainfile import SINK_TABLE, generate_node_keys, write_chain_file
 from cloaknet.client import connect
 from cloaknet.demo_plan import choose, summary_rows
@@ -48,20 +48,6 @@ HOST = "127.0.0.1"
 
 class DemoError(RuntimeError):
     """A node failed to start or the round did not finish."""
-
-
-def _free_ports(count: int) -> list[int]:
-    """Ports the OS hands out for port 0 right now (the demo binds them moments later)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _get_json(url: str, timeout: float = 2.0) -> Any:
@@ -150,7 +136,7 @@ def run_network_demo(
     try:
         names = [f"mix{i + 1}" for i in range(mixes)]
         keys = generate_node_keys(directory, names)
-        ports = _free_ports(mixes + 1)
+        ports = free_ports(HOST, mixes + 1)
         policy = RoundPolicy(
             min_users=users, max_users=users, deadline_seconds=3600.0, below_min="wait"
         )

@@ -44,7 +44,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -62,6 +61,7 @@ from nacl import bindings
 from rich.console import Console
 from rich.table import Table
 
+from cloaknet.chain_init import free_ports
 from cloaknet.chainfile import SINK_TABLE, generate_node_keys, load_chain, write_chain_file
 from cloaknet.client import connect
 from cloaknet.demo_plan import DEMO_PROTOCOLS, choose
@@ -195,20 +195,6 @@ def phase_bounds(role: str, entry: dict[str, Any]) -> list[tuple[str, float]]:
 # --------------------------------------------------------------------------- processes
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports the OS hands out for port 0 right now (the nodes bind them moments later)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def get_json(port: int, path: str) -> Any:
     with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=2.0) as response:
         return json.loads(response.read())
@@ -316,7 +302,7 @@ def write_chain(directory: Path, args: argparse.Namespace) -> tuple[Path, list[s
                     bound=args.bound, precision=args.precision)  # fmt: skip
     names = [f"mix{i + 1}" for i in range(args.mixes)]
     keys = generate_node_keys(directory, names)
-    ports = free_ports(args.mixes + 1)
+    ports = free_ports(HOST, args.mixes + 1)
     policy = RoundPolicy(min_users=args.users, max_users=args.users, deadline_seconds=3600.0,
                          below_min="wait")  # fmt: skip
     config = ChainConfig(
