@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from mixnet.admission import check_credential_client
 from mixnet.blame import PayloadValidator, accept_all
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
-from mixnet.core.intake import EntryIntake, onion_digest
+from mixnet.core.intake import EntryIntake, item_digest, onion_digest
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import (
     AddSubmission,
@@ -39,7 +39,14 @@ from mixnet.core.records import (
 from mixnet.core.rounds import KeyFactory, RoundState
 from mixnet.core.status import TERMINAL, Role, RoundStatus
 from mixnet.core.verdict import EntryVerdict
-from mixnet.errors import InternalError, MalformedFrame, MixnetError, RoundClosed, UnknownRound
+from mixnet.errors import (
+    DuplicateClient,
+    InternalError,
+    MalformedFrame,
+    MixnetError,
+    RoundClosed,
+    UnknownRound,
+)
 from mixnet.frames import (
     AbortRound,
     Accepted,
@@ -383,7 +390,14 @@ class EntryMachine(EntryVerdict):
         payloads = tuple(p for p in results if isinstance(p, bytes))
         if self.hops == 1 and not all(self.validator(p) for p in payloads):
             raise MalformedFrame("a payload of the submission is not valid for the round")
+        # equal onions peel to equal payloads: this catches a replay the in-memory onion
+        # filter misses after a restart. With one mix the payloads are plaintext, where equal
+        # values are legitimate, so only the onion filter applies.
+        digests = {item_digest(p) for p in payloads} if self.hops > 1 else set()
+        if len(digests) not in (0, len(payloads)) or not st.payload_digests.isdisjoint(digests):
+            raise DuplicateClient("submission repeats an onion already in this round")
         closes = st.entry.accept(client, onions, digest, now)
+        st.payload_digests.update(digests)
         st.pending[client] = payloads
         actions: list[Action] = [
             Persist(
@@ -429,7 +443,8 @@ class EntryMachine(EntryVerdict):
             return self._abort(st)
         if isinstance(token, Stored):
             st = self.rounds[token.round_id]
-            st.pending.pop(token.client, None)
+            failed = st.pending.pop(token.client, ())
+            st.payload_digests.difference_update(item_digest(p) for p in failed)
             if st.entry is not None:
                 st.entry.release(token.client, token.onions, reopen=False)
             actions = self._mix_if_ready(st)
@@ -442,6 +457,7 @@ class EntryMachine(EntryVerdict):
     def _close(self, st: RoundState) -> list[Action]:
         assert st.entry is not None
         self._move(st, RoundStatus.CLOSED)
+        st.payload_digests.clear()  # no new submission can come
         self.current = None
         return [
             Persist((SetRound(st.round_id, status=RoundStatus.CLOSED, clients=st.entry.clients),)),
@@ -531,6 +547,8 @@ class EntryMachine(EntryVerdict):
                 for sub in subs:
                     st.entry.restore(sub.client, sub.digest)
                     st.submissions[sub.client] = sub.payloads
+                    if hops > 1:
+                        st.payload_digests.update(item_digest(p) for p in sub.payloads)
                 m.current = r
                 if len(subs) >= policy.max_users:  # the closing write was lost in a crash
                     st.entry.status = "closed"

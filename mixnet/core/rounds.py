@@ -73,6 +73,9 @@ class RoundState:
     pending: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
     #: entry mix: client -> digest of every stored submission (kept after the intake)
     receipts: dict[str, bytes] = field(default_factory=dict)
+    #: entry mix: digests of the peeled payloads of the round's accepted submissions (equal
+    #: onions peel to equal payloads, so this refuses a replay, also after a restart)
+    payload_digests: set[bytes] = field(default_factory=set)
     batch: BatchIntake | None = None
     #: relay and sink: stored chunks' payloads by chunk index
     chunk_payloads: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
@@ -246,6 +249,7 @@ class MixRounds:
         st.pending.clear()
         st.chunk_payloads.clear()
         st.chunk_inputs.clear()
+        st.payload_digests.clear()
         return Persist(
             (
                 DropIntake(st.round_id),

@@ -122,10 +122,11 @@ def test_entry_mix_killed_with_sigkill_keeps_every_acknowledged_submission(
     import signal
     import time
 
+    from cloaknet.chain_init import free_ports
     from cloaknet.chainfile import generate_node_keys, write_chain_file
     from cloaknet.client import connect
     from cloaknet.encoding import quantize
-    from cloaknet.netdemo import _free_ports, _healthy, _Processes
+    from cloaknet.netdemo import HOST, _healthy, _Processes
     from cloaknet.planner import plan
     from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 
@@ -133,7 +134,7 @@ def test_entry_mix_killed_with_sigkill_keeps_every_acknowledged_submission(
     chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
     names = ["mix1", "mix2"]
     keys = generate_node_keys(tmp_path, names)
-    ports = _free_ports(3)
+    ports = free_ports(HOST, 3)
     config = ChainConfig(
         chain_id="kill",
         mixes=tuple(NodeInfo(n, f"ws://127.0.0.1:{p}", keys[n])

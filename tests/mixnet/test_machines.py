@@ -1613,3 +1613,25 @@ def test_relays_and_the_sink_forget_finished_rounds_beyond_the_window() -> None:
     assert relay.status(3) is S.OPEN
     assert sink.status(1) is None and 1 not in sink.results
     assert sink.status(3) is S.OPEN
+
+
+def test_a_replayed_onion_is_refused_after_an_entry_restart() -> None:
+    """The entry mix's onion filter lives in memory; after a restart it is rebuilt from the
+    stored payloads (equal onions peel to equal payloads), so an onion of a stored submission
+    resent under another client id is still refused."""
+    m, _ = open_entry()
+    a = submit_frame("a")
+    store(m, a)
+    sub = Submission("a", onion_digest(a.onions), payloads_of(a))
+    records = NodeRecords(
+        rounds=(round_record(1, S.OPEN, deadline=NOW + DEADLINE_S),),
+        submissions={1: (sub,)},
+        receipts={1: {"a": sub.digest}},
+    )
+    restored, _ = restore_entry(records)
+    replay = Submit(1, "mallory", (a.onions[0], item(ENTRY_ONION)))
+    p = one(restored.on_submit(replay), Peel)
+    with pytest.raises(DuplicateClient):
+        restored.peeled(p.token, peel(p.items), NOW)
+    fresh = one(restored.on_submit(submit_frame("b")), Peel)
+    assert isinstance(restored.peeled(fresh.token, peel(fresh.items), NOW)[0], Persist)
