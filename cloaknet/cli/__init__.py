@@ -1,13 +1,14 @@
 """The ``cloaknet`` command line: :func:`main` (the console script ``cloaknet`` and
 ``python -m cloaknet``).
 
-Commands: ``plan`` (:mod:`.plan`), ``demo``, ``node``, ``keygen`` (:mod:`.run`),
-``experiment`` (:mod:`.experiment`), ``chain init`` and ``submit`` (:mod:`.chain`);
-``cloaknet --version`` prints the installed version. Exit codes: 0 success; 2 bad arguments,
-parameters, chain file or key file (one-line message on stderr); 3 no parameters meet the requested
-guarantee; 4 an operating-system error (e.g. a port in use or an unreadable file); 130
-interrupted. Each command imports what only it needs (the networked node, the experiments,
-rich) when it runs, so ``cloaknet plan`` starts quickly.
+Commands: ``plan`` (:mod:`.plan`), ``plan-fl`` (:mod:`.fl`), ``demo``, ``node``,
+``keygen`` (:mod:`.run`; ``--client`` and ``--token-for`` for admission), ``experiment``
+(:mod:`.experiment`), ``chain init`` and ``submit`` (:mod:`.chain`); ``cloaknet --version``
+prints the installed version. Exit codes: 0 success; 2 bad arguments, parameters, chain file
+or key file (one-line message on stderr); 3 no parameters meet the requested guarantee; 4 an
+operating-system error (e.g. a port in use or an unreadable file); 130 interrupted. Each
+command imports what only it needs (the networked node, the experiments, rich) when it runs,
+so ``cloaknet plan`` starts quickly.
 """
 
 from __future__ import annotations
