@@ -122,72 +122,51 @@ class MixNode(BaseNode):
         )
         return RoundKey(bytes(key), announcement)
 
-    def _fresh_machine(self) -> EntryMachine | RelayMachine:
+    def _machine_args(self) -> dict[str, Any]:
+        """What the machine of this node is built with, fresh or restored."""
         s = self.settings
         if s.hop == 0:
-            return EntryMachine(
-                name=s.name,
-                hops=s.hops,
-                messages=s.messages,
-                onion_length=s.item_length_in(),
-                policy=s.policy,
-                keys=self._make_key,
-                jitter=system_uniform,
-                successor=s.successor or "",
-                credentials=s.admission is not None,
-                validator=self.validator,
-            )
+            return {
+                "name": s.name,
+                "hops": s.hops,
+                "messages": s.messages,
+                "onion_length": s.item_length_in(),
+                "policy": s.policy,
+                "keys": self._make_key,
+                "jitter": system_uniform,
+                "successor": s.successor or "",
+                "credentials": s.admission is not None,
+                "validator": self.validator,
+            }
         assert s.predecessor is not None
-        return RelayMachine(
-            name=s.name,
-            predecessor=s.predecessor,
-            item_length=s.item_length_in(),
-            chunk_size=s.policy.chunk_size,
-            keys=self._make_key,
-            hop=s.hop,
-            successor=s.successor or "",
-            last=self.role is Role.LAST,
-            validator=self.validator,
-        )
+        return {
+            "name": s.name,
+            "predecessor": s.predecessor,
+            "item_length": s.item_length_in(),
+            "chunk_size": s.policy.chunk_size,
+            "keys": self._make_key,
+            "hop": s.hop,
+            "successor": s.successor or "",
+            "last": self.role is Role.LAST,
+            "validator": self.validator,
+        }
+
+    def _fresh_machine(self) -> EntryMachine | RelayMachine:
+        if self.settings.hop == 0:
+            return EntryMachine(**self._machine_args())
+        return RelayMachine(**self._machine_args())
 
     def recover(self) -> list[Action]:
         records = self.store.records()
         for rec in records.rounds:
             if rec.secret_key is not None and not self.keyring.is_open(rec.round_id):
                 self.keyring.adopt(rec.round_id, PrivateKey(rec.secret_key))
-        s = self.settings
         now = self.clock()
         actions: list[Action]
-        if s.hop == 0:
-            self.machine, actions = EntryMachine.restore(
-                records,
-                now,
-                name=s.name,
-                hops=s.hops,
-                messages=s.messages,
-                onion_length=s.item_length_in(),
-                policy=s.policy,
-                keys=self._make_key,
-                jitter=system_uniform,
-                successor=s.successor or "",
-                credentials=s.admission is not None,
-                validator=self.validator,
-            )
+        if self.settings.hop == 0:
+            self.machine, actions = EntryMachine.restore(records, now, **self._machine_args())
         else:
-            assert s.predecessor is not None
-            self.machine, actions = RelayMachine.restore(
-                records,
-                now,
-                name=s.name,
-                predecessor=s.predecessor,
-                item_length=s.item_length_in(),
-                chunk_size=s.policy.chunk_size,
-                keys=self._make_key,
-                hop=s.hop,
-                successor=s.successor or "",
-                last=self.role is Role.LAST,
-                validator=self.validator,
-            )
+            self.machine, actions = RelayMachine.restore(records, now, **self._machine_args())
         return self.emit(actions)
 
     def emit(self, actions: Sequence[Action]) -> list[Action]:
