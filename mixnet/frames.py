@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from mixnet.accusation_wire import accusation_to_wire, parse_accusations
 from mixnet.admission import CREDENTIAL_LENGTH, TOKEN_LENGTH
-from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
-from mixnet.dleq import PROOF_LENGTH
-from mixnet.errors import BadLength, MalformedFrame, UnexpectedFrameType
+from mixnet.blame import Accusation
+from mixnet.errors import MalformedFrame, UnexpectedFrameType
 from mixnet.keys import ROUND_KEY_LENGTH, SIGNATURE_LENGTH, RoundKeyAnnouncement
 from mixnet.wire import get_bytes, get_bytes_list, get_float, get_int, get_str
 
@@ -359,7 +359,7 @@ def to_wire(frame: Frame) -> dict[str, object]:
             return {
                 "type": "accused",
                 "round": frame.round_id,
-                "accusations": [_accusation_frame(a) for a in frame.accusations],
+                "accusations": [accusation_to_wire(a) for a in frame.accusations],
                 "untraced": frame.untraced,
                 "blame": frame.blame,
             }
@@ -527,7 +527,12 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
     if kind == "accused":
         return Accused(
             round_id=_round(frame),
-            accusations=_parse_accusations(frame, limits),
+            accusations=parse_accusations(
+                frame.get("accusations"),
+                max_count=limits.chunk_items,
+                max_steps=max(limits.mixes, 1),
+                max_item_length=limits.item_length,
+            ),
             untraced=get_int(frame, "untraced", min_value=0, max_value=ROUND_ID_MAX),
             blame=get_str(frame, "blame", max_length=MAX_NAME_LENGTH),
         )
@@ -548,56 +553,3 @@ def _optional_count(frame: Mapping[str, object], key: str) -> int:
     if key not in frame:
         return 0
     return get_int(frame, key, min_value=0, max_value=ROUND_ID_MAX)
-
-
-def _accusation_frame(accusation: Accusation) -> dict[str, object]:
-    return {
-        "failure": accusation.failure.value,
-        "steps": [
-            {"hop": s.hop, "item": s.item, "secret": s.shared_secret, "proof": s.proof}
-            for s in accusation.steps
-        ],
-    }
-
-
-_FAILURES = {f.value: f for f in Failure}
-
-
-def _parse_accusations(frame: Mapping[str, object], limits: FrameLimits) -> tuple[
-    Accusation, ...
-]:
-    """The ``accusations`` of an ``accused`` reply: at most ``limits.chunk_items`` of them,
-    each with 1 to ``limits.mixes`` steps whose items are at most ``limits.item_length``
-    bytes (the longest item of the chain)."""
-    raw = frame.get("accusations")
-    if not isinstance(raw, list):
-        raise MalformedFrame("field 'accusations' must be a list")
-    if len(raw) > limits.chunk_items:
-        raise MalformedFrame(f"field 'accusations' has more than {limits.chunk_items} items")
-    accusations = []
-    for entry in raw:
-        if not isinstance(entry, dict):
-            raise MalformedFrame("an accusation must be a map")
-        failure = _FAILURES.get(get_str(entry, "failure", max_length=32))
-        if failure is None:
-            raise MalformedFrame("unknown accusation failure")
-        steps_raw = entry.get("steps")
-        if not isinstance(steps_raw, list) or not 0 < len(steps_raw) <= max(limits.mixes, 1):
-            raise MalformedFrame(f"an accusation needs 1 to {limits.mixes} steps")
-        steps = []
-        for step in steps_raw:
-            if not isinstance(step, dict):
-                raise MalformedFrame("a step must be a map")
-            item = get_bytes(step, "item")
-            if len(item) > limits.item_length:
-                raise BadLength(f"a step's item is longer than {limits.item_length} bytes")
-            steps.append(
-                Step(
-                    hop=get_int(step, "hop", min_value=0, max_value=0xFFFF),
-                    item=item,
-                    shared_secret=get_bytes(step, "secret", length=SECRET_LENGTH),
-                    proof=get_bytes(step, "proof", length=PROOF_LENGTH),
-                )
-            )
-        accusations.append(Accusation(failure, tuple(steps)))
-    return tuple(accusations)

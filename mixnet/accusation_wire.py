@@ -1,0 +1,71 @@
+"""Accusations on the wire: the ``accusations`` field of an ``accused`` reply
+(``docs/wire.md``, § 13).
+
+An accusation is the map ``{failure: str, steps: [{hop, item, secret, proof}, ...]}``;
+:func:`accusation_to_wire` writes one and :func:`parse_accusations` reads a list of them,
+checking every type and length before anything else looks at them. The evidence itself is
+checked by :func:`mixnet.blame.verify_accusation`.
+"""
+
+from __future__ import annotations
+
+from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
+from mixnet.dleq import PROOF_LENGTH
+from mixnet.errors import BadLength, MalformedFrame
+from mixnet.wire import get_bytes, get_int, get_str
+
+__all__ = ["accusation_to_wire", "parse_accusations"]
+
+_FAILURES = {f.value: f for f in Failure}
+
+
+def accusation_to_wire(accusation: Accusation) -> dict[str, object]:
+    """The msgpack map of ``accusation``."""
+    return {
+        "failure": accusation.failure.value,
+        "steps": [
+            {"hop": s.hop, "item": s.item, "secret": s.shared_secret, "proof": s.proof}
+            for s in accusation.steps
+        ],
+    }
+
+
+def _parse_step(step: object, max_item_length: int) -> Step:
+    if not isinstance(step, dict):
+        raise MalformedFrame("a step must be a map")
+    item = get_bytes(step, "item")
+    if len(item) > max_item_length:
+        raise BadLength(f"a step's item is longer than {max_item_length} bytes")
+    return Step(
+        hop=get_int(step, "hop", min_value=0, max_value=0xFFFF),
+        item=item,
+        shared_secret=get_bytes(step, "secret", length=SECRET_LENGTH),
+        proof=get_bytes(step, "proof", length=PROOF_LENGTH),
+    )
+
+
+def _parse_accusation(entry: object, max_steps: int, max_item_length: int) -> Accusation:
+    if not isinstance(entry, dict):
+        raise MalformedFrame("an accusation must be a map")
+    failure = _FAILURES.get(get_str(entry, "failure", max_length=32))
+    if failure is None:
+        raise MalformedFrame("unknown accusation failure")
+    steps = entry.get("steps")
+    if not isinstance(steps, list) or not 0 < len(steps) <= max_steps:
+        raise MalformedFrame(f"an accusation needs 1 to {max_steps} steps")
+    return Accusation(failure, tuple(_parse_step(s, max_item_length) for s in steps))
+
+
+def parse_accusations(
+    raw: object, *, max_count: int, max_steps: int, max_item_length: int
+) -> tuple[Accusation, ...]:
+    """Read the ``accusations`` list: at most ``max_count`` accusations of 1 to
+    ``max_steps`` steps, each step's item at most ``max_item_length`` bytes.
+
+    :raises MalformedFrame, BadLength: a type, count or length is wrong.
+    """
+    if not isinstance(raw, list):
+        raise MalformedFrame("field 'accusations' must be a list")
+    if len(raw) > max_count:
+        raise MalformedFrame(f"field 'accusations' has more than {max_count} items")
+    return tuple(_parse_accusation(entry, max_steps, max_item_length) for entry in raw)
