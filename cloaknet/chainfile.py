@@ -56,13 +56,8 @@ from cloaknet.protocol_table import (
     read_protocol_table,
 )
 from cloaknet.protocols import SummationProtocol
-from mixnet.chain import (
-    ChainConfig,
-    ChainConfigError,
-    load_chain_config,
-    name_problem,
-    write_chain_config,
-)
+from mixnet.chain import ChainConfig, ChainConfigError, load_chain_config, name_problem
+from mixnet.chain_render import write_chain_config
 from mixnet.errors import KeyFileError
 from mixnet.keys import generate_identity, write_key_file
 

@@ -23,7 +23,7 @@ from cloaknet.errors import InfeasiblePlanError, ParameterError
 from cloaknet.planner import BOUNDS, DEFAULT_MAX_MESSAGES
 from cloaknet.plans import SelectedPlan, select_plan
 from cloaknet.protocol_table import selected_section
-from mixnet.chain import render_table
+from mixnet.chain_render import render_table
 
 __all__ = ["add_plan_parser", "cmd_plan"]
 

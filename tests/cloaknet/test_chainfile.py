@@ -28,13 +28,8 @@ from cloaknet.errors import CloakError
 from cloaknet.params import CloakParams, NoiseParams, share_width
 from cloaknet.planner import plan
 from cloaknet.protocols import BBGNProtocol, CloakProtocol
-from mixnet.chain import (
-    ChainConfig,
-    NodeInfo,
-    RoundPolicy,
-    load_chain_config,
-    write_chain_config,
-)
+from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy, load_chain_config
+from mixnet.chain_render import write_chain_config
 from mixnet.keys import read_key_file
 
 KEYS = [SigningKey(bytes([index + 1]) * 32).verify_key for index in range(3)]

@@ -326,7 +326,7 @@ def test_plan_reports_the_worst_round_of_the_range(capsys: pytest.CaptureFixture
 def test_node_refuses_a_chain_whose_rounds_outgrow_the_plan(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mixnet.chain import write_chain_config
+    from mixnet.chain_render import write_chain_config
     from tests.cloaknet.test_chainfile import PLANNED_FOR_1000, make_config
 
     path = tmp_path / "chain.toml"

@@ -33,12 +33,8 @@ from mixnet.admission import (
     verify_submission,
     verify_token,
 )
-from mixnet.chain import (
-    ChainConfigError,
-    load_chain_config,
-    parse_chain_config,
-    render_chain_config,
-)
+from mixnet.chain import ChainConfigError, load_chain_config, parse_chain_config
+from mixnet.chain_render import render_chain_config
 from mixnet.core.actions import Action, Peel, Persist, Reply
 from mixnet.core.entry import EntryMachine, Opened
 from mixnet.core.intake import onion_digest

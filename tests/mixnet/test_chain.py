@@ -33,10 +33,8 @@ from mixnet.chain import (
     host_port,
     load_chain_config,
     parse_chain_config,
-    render_chain_config,
-    render_table,
-    write_chain_config,
 )
+from mixnet.chain_render import render_chain_config, render_table, write_chain_config
 from mixnet.errors import MixnetError
 from mixnet.keys import public_key_text
 

@@ -17,9 +17,8 @@ from mixnet.chain import (
     TlsConfig,
     load_chain_config,
     parse_chain_config,
-    render_chain_config,
-    write_chain_config,
 )
+from mixnet.chain_render import render_chain_config, write_chain_config
 from mixnet.limits import LimitsError
 from mixnet.tls import TlsError, check_server_tls, client_context, server_context
 from tests.mixnet.test_chain import valid_data, write
