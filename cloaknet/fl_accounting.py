@@ -56,11 +56,8 @@ from numpy.typing import NDArray
 
 from cloaknet.accounting import bbgn_achieved_sigma, bbgn_messages
 from cloaknet.errors import InfeasiblePlanError, ParameterError
-from cloaknet.protocols.vector import (
-    MAX_SCALED_CLIP,
-    VectorParams,
-    rounding_norm_bound_sq,
-)
+from cloaknet.protocols.vector import MAX_SCALED_CLIP, VectorParams
+from cloaknet.protocols.vector_rounding import rounding_norm_bound_sq
 from cloaknet.validation import check_int
 
 __all__ = [

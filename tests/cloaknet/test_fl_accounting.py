@@ -29,7 +29,8 @@ from cloaknet.fl_accounting import (
     skellam_rdp,
     skellam_tail_bound,
 )
-from cloaknet.protocols.vector import VectorSumProtocol, rounding_norm_bound_sq
+from cloaknet.protocols.vector import VectorSumProtocol
+from cloaknet.protocols.vector_rounding import rounding_norm_bound_sq
 
 # --------------------------------------------------------------------------- the RDP curve
 

@@ -13,13 +13,11 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from cloaknet.errors import InputRangeError, ParameterError, ShareCountError, ShareError
-from cloaknet.protocols.vector import (
-    VectorParams,
-    VectorSumProtocol,
+from cloaknet.protocols.vector import VectorParams, VectorSumProtocol, run_vector_round
+from cloaknet.protocols.vector_rounding import (
     clip_vectors,
     conditional_round,
     rounding_norm_bound_sq,
-    run_vector_round,
 )
 from cloaknet.randomness import DeterministicRandom
 from cloaknet.vectorized import shuffle
