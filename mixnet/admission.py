@@ -23,7 +23,7 @@ Encodings (``lp(x)`` is ``u32be(len(x)) || x``; every integer is big-endian):
   by ``u64be(expires)`` (72 bytes). ``expires`` is unix seconds; 0 means never. A token is
   valid while ``now < expires`` at the entry mix.
 * submission message: ``lp("mixnet/submission/v1") || lp(utf8(chain id)) || u64be(round)
-  || lp(digest)`` with ``digest = mixnet.core.intake.onion_digest(onions)`` (32 bytes); the
+  || lp(digest)`` with ``digest = mixnet.core.intake.submission_digest(box)`` (32 bytes); the
   client signs it with its key (64 bytes).
 
 Text forms: public keys as in the chain file (standard base64, 44 characters), tokens as the
@@ -85,7 +85,7 @@ __all__ = [
 CREDENTIAL_LENGTH = IDENTITY_KEY_LENGTH
 #: Bytes of a token: the issuer's Ed25519 signature, then ``u64be(expires)``.
 TOKEN_LENGTH = SIGNATURE_LENGTH + 8
-#: Bytes of the submission digest a client signs (:func:`mixnet.core.intake.onion_digest`).
+#: Bytes of the submission digest a client signs (:func:`mixnet.core.intake.submission_digest`).
 DIGEST_LENGTH = 32
 #: Largest expiry (unix seconds) a token can carry; 0 means the token never expires.
 EXPIRES_MAX = (1 << 64) - 1
@@ -159,7 +159,7 @@ def token_message(chain_id: str, credential: bytes, expires: int) -> bytes:
 
 def submission_message(chain_id: str, round_id: int, digest: bytes) -> bytes:
     """The bytes a client signs to submit onions with ``digest`` (their
-    :func:`~mixnet.core.intake.onion_digest`) into round ``round_id`` of chain ``chain_id``.
+    :func:`~mixnet.core.intake.submission_digest`) into round ``round_id`` of chain ``chain_id``.
 
     :raises ValueError: empty ``chain_id`` or ``round_id`` outside 0..2**64-1.
     :raises MalformedFrame, BadLength: ``digest`` is not 32 bytes.
@@ -411,7 +411,7 @@ class Admission:
         credential, signature and token fields (types and lengths), that the client id is
         the credential's (:func:`check_credential_client`), that the credential is admitted
         (:meth:`admits`), then the submission's signature over (``chain_id``, the frame's
-        round, ``digest`` — the :func:`~mixnet.core.intake.onion_digest` of its onions).
+        round, ``digest`` — the :func:`~mixnet.core.intake.submission_digest` of its box).
 
         :raises Unauthorized: no credential, or a credential that is not admitted.
         :raises MalformedFrame, BadLength: a field is missing, of the wrong type or length,

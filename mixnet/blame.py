@@ -12,13 +12,13 @@ holds. An :class:`Accusation` is a chain of steps over consecutive hops: each la
 is bound to this chain, round and hop, and holds exactly the next step's item; the last one
 holds something provably bad (:class:`Failure`).
 
-Why revealing ``S`` is safe here: every step's layer *authenticates* under ``S`` (its
-Poly1305 tag verifies), and only someone who knew ``S`` could have made such a layer — the
-item's creator, who knew the ephemeral secret. ``S`` tells nobody anything its creator did not
-know, and it says nothing about any other layer (a related ephemeral key ``a·E`` gives another
-``S`` that nobody without the round key can compute). Layers that do *not* authenticate get no
-``S`` revealed (:func:`prove_step` refuses them): for those, ``S`` would be a Diffie–Hellman
-oracle (``mixnet.dleq``'s caveat).
+Why revealing ``S`` is safe here: every step's layer *authenticates* under ``S`` and its
+binding (its Poly1305 tag verifies), and only someone who knew ``S`` could have made such a
+layer — the item's creator, who knew the ephemeral secret. ``S`` tells nobody anything its
+creator did not know, and it says nothing about any other layer (a related ephemeral key
+``a·E`` gives another ``S`` that nobody without the round key can compute). Layers that do
+*not* authenticate get no ``S`` revealed (:func:`prove_step` refuses them): for those, ``S``
+would be a Diffie–Hellman oracle (``mixnet.dleq``'s caveat).
 
 Lengths and types are checked before any cryptography; evidence that does not hold raises
 :class:`InvalidEvidence` (a :class:`~mixnet.errors.BadSignature`, wire code
@@ -37,12 +37,11 @@ from dataclasses import dataclass
 from mixnet.dleq import (
     PROOF_LENGTH,
     InvalidProof,
-    open_sealed_box_with_shared_secret,
     prove_shared_secret,
     verify_shared_secret,
 )
 from mixnet.errors import BadLength, BadSignature, DecryptionFailed
-from mixnet.onion import BINDING_TAG_LENGTH, LAYER_OVERHEAD, MAX_LAYERS, binding_tag
+from mixnet.onion import LAYER_OVERHEAD, MAX_LAYERS, binding_data, open_layer_with_secret
 
 __all__ = [
     "SECRET_LENGTH",
@@ -81,14 +80,15 @@ class InvalidEvidence(BadSignature):
 class Failure(enum.Enum):
     """What is wrong with the item an accusation ends at.
 
-    * ``INVALID_PAYLOAD`` — the last mix's layer opens and is bound correctly, and the payload
-      it holds is refused by the application's validator.
-    * ``WRONG_BINDING`` — a layer opens under its shared secret, but its binding tag names
-      another chain, round or hop.
+    * ``INVALID_PAYLOAD`` — the last mix's layer authenticates (so it is bound to this
+      chain, round and hop), and the payload it holds is refused by the application's
+      validator.
+
+    (Onion format 1 also had ``wrong-binding``; since the binding is the layer's associated
+    data, a wrongly bound layer no longer authenticates, so it cannot be proven about.)
     """
 
     INVALID_PAYLOAD = "invalid-payload"
-    WRONG_BINDING = "wrong-binding"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,31 +168,19 @@ def step_context(*, chain_id: str, round_id: int, hop: int, item: bytes) -> byte
     )
 
 
-@dataclass(frozen=True, slots=True)
-class OpenedLayer:
-    """What a layer holds: ``bound`` is ``True`` if its binding tag names the expected chain,
-    round and hop; ``inner`` is what follows the tag."""
-
-    bound: bool
-    inner: bytes
-
-
 def open_layer(
     item: bytes, shared_secret: bytes, public_key: bytes, *, chain_id: str, round_id: int, hop: int
-) -> OpenedLayer:
-    """Open layer ``item`` (made for ``public_key`` at ``hop``) with a revealed shared secret.
+) -> bytes:
+    """Open layer ``item`` (made for ``public_key`` at ``hop``) with a revealed shared secret
+    and return what it holds.
 
     Does not check the secret (see :func:`verify_accusation`). Raises
-    :class:`~mixnet.errors.DecryptionFailed` if the layer does not authenticate, and
-    ``TypeError`` / :class:`~mixnet.errors.BadLength` for malformed arguments.
+    :class:`~mixnet.errors.DecryptionFailed` if the layer does not authenticate (for that
+    secret, or for this chain, round and hop), and ``TypeError`` /
+    :class:`~mixnet.errors.BadLength` for malformed arguments.
     """
-    plaintext = open_sealed_box_with_shared_secret(item, public_key, shared_secret)
-    if len(plaintext) < BINDING_TAG_LENGTH:
-        return OpenedLayer(False, plaintext)
-    tag = binding_tag(chain_id=chain_id, round_id=round_id, hop_index=hop)
-    return OpenedLayer(
-        hmac.compare_digest(plaintext[:BINDING_TAG_LENGTH], tag), plaintext[BINDING_TAG_LENGTH:]
-    )
+    binding = binding_data(chain_id=chain_id, round_id=round_id, hop_index=hop)
+    return open_layer_with_secret(item, public_key, shared_secret, binding)
 
 
 def prove_step(
@@ -217,7 +205,7 @@ def prove_step(
     return Step(hop, item, secret, proof.to_bytes())
 
 
-def _check_step(step: Step, public_key: bytes, chain_id: str, round_id: int) -> OpenedLayer:
+def _check_step(step: Step, public_key: bytes, chain_id: str, round_id: int) -> bytes:
     context = step_context(chain_id=chain_id, round_id=round_id, hop=step.hop, item=step.item)
     try:
         verify_shared_secret(
@@ -248,11 +236,10 @@ def verify_accusation(
     ``public_keys`` maps each hop the steps cover to that mix's X25519 round public key (from
     its verified, signed announcement); ``mixes`` is the number of mixes (the last mix is hop
     ``mixes - 1``). Checked, in order: the steps are non-empty and cover consecutive hops
-    below ``mixes``; each step's proof verifies and its layer authenticates; every layer but
-    the last is bound to this chain, round and hop and holds exactly the next step's item;
-    the last layer shows the failure (``WRONG_BINDING``: its binding tag is wrong;
-    ``INVALID_PAYLOAD``: it is the last mix's, correctly bound, and ``validator`` refuses
-    the payload).
+    below ``mixes``; each step's proof verifies and its layer authenticates (with this
+    chain, round and hop as associated data); every layer but the last holds exactly the
+    next step's item; the last one is the last mix's and ``validator`` refuses the payload
+    it holds.
     """
     steps = accusation.steps
     if not steps:
@@ -264,19 +251,12 @@ def verify_accusation(
         if step.hop not in public_keys:
             raise InvalidEvidence(f"no round key for hop {step.hop}")
     for index, step in enumerate(steps):
-        opened = _check_step(step, public_keys[step.hop], chain_id, round_id)
+        inner = _check_step(step, public_keys[step.hop], chain_id, round_id)
         if index + 1 < len(steps):
-            if not opened.bound:
-                raise InvalidEvidence(f"hop {step.hop}: the layer is bound elsewhere")
-            if not hmac.compare_digest(opened.inner, steps[index + 1].item):
+            if not hmac.compare_digest(inner, steps[index + 1].item):
                 raise InvalidEvidence(f"hop {step.hop}: the layer holds another item")
             continue
-        if accusation.failure is Failure.WRONG_BINDING:
-            if opened.bound:
-                raise InvalidEvidence(f"hop {step.hop}: the layer is bound correctly")
-        elif step.hop != mixes - 1:
+        if step.hop != mixes - 1:
             raise InvalidEvidence("a payload is only checked at the last mix")
-        elif not opened.bound:
-            raise InvalidEvidence(f"hop {step.hop}: the layer is bound elsewhere")
-        elif validator(opened.inner):
+        if validator(inner):
             raise InvalidEvidence("the validator accepts the payload")

@@ -12,10 +12,11 @@ opaque payloads of ``payload_length`` bytes each. :meth:`MixnetClient.submit`
 1. asks the entry mix for its open round (``get-round``) and checks every mix's signed round
    key against the identity key in the chain configuration, in chain order
    (:meth:`MixnetClient.current_round`);
-2. wraps each payload in one onion layer per mix (:func:`mixnet.onion.wrap`, in a thread
-   pool) and sends ``submit {round, client, onions}``; given a client key (a chain with
+2. wraps each payload in one onion layer per mix after the first and seals the onions
+   together in one box for the entry mix (:func:`mixnet.onion.wrap_submission`, in a thread
+   pool), and sends ``submit {round, client, box}``; given a client key (a chain with
    ``[admission]``) it also sends ``credential`` (the key's public half, which is then the
-   client id), ``signature`` (over the chain, the round and the onions' digest,
+   client id), ``signature`` (over the chain, the round and the box's digest,
    :func:`mixnet.admission.sign_submission`) and its issuer ``token`` if it has one;
 3. on connection loss resends the *identical* frame (the entry mix acknowledges an exact
    retry again without counting it twice); if the round closed first (``round-closed`` /
@@ -42,7 +43,7 @@ from mixnet.admission import (
     sign_submission,
 )
 from mixnet.chain import ChainConfig
-from mixnet.core import onion_digest
+from mixnet.core import submission_digest
 from mixnet.errors import (
     BadLength,
     BadSignature,
@@ -56,7 +57,7 @@ from mixnet.errors import (
 )
 from mixnet.frames import MAX_CLIENT_ID_LENGTH, ROUND_ID_MAX, parse_announcements
 from mixnet.link import Backoff, Link
-from mixnet.onion import wrap
+from mixnet.onion import wrap_submission
 from mixnet.wire import get_float, get_int, get_str
 
 __all__ = [
@@ -94,7 +95,7 @@ class RoundInfo:
 @dataclass(frozen=True)
 class Receipt:
     """The entry mix's acknowledgement: the round the submission went into, the client id
-    used, and ``digest`` = :func:`mixnet.core.onion_digest` of the accepted onions."""
+    used, and ``digest`` = :func:`mixnet.core.submission_digest` of the accepted box."""
 
     round_id: int
     client_id: str
@@ -315,9 +316,9 @@ class MixnetClient:
 
     # ------------------------------------------------------------------ submit
 
-    def wrap(self, payloads: Sequence[bytes], info: RoundInfo) -> list[bytes]:
-        """One onion per payload for round ``info`` (CPU-bound: :meth:`submit` runs it in the
-        thread pool).
+    def wrap(self, payloads: Sequence[bytes], info: RoundInfo) -> bytes:
+        """The submission box of ``payloads`` for round ``info`` (CPU-bound: :meth:`submit`
+        runs it in the thread pool).
 
         :raises WrongCount: not exactly ``messages`` payloads.
         :raises BadLength: a payload is not ``bytes`` of ``payload_length``.
@@ -327,10 +328,9 @@ class MixnetClient:
         for index, payload in enumerate(payloads):
             if not isinstance(payload, bytes) or len(payload) != self.payload_length:
                 raise BadLength(f"payload {index} must be {self.payload_length} bytes")
-        return [
-            wrap(p, info.public_keys, chain_id=self.config.chain_id, round_id=info.round_id)
-            for p in payloads
-        ]
+        return wrap_submission(
+            payloads, info.public_keys, chain_id=self.config.chain_id, round_id=info.round_id
+        )
 
     async def submit(
         self, make_payloads: Callable[[], Sequence[bytes]], *, client_id: str | None = None
@@ -340,7 +340,7 @@ class MixnetClient:
         ``make_payloads()`` (called on the event loop thread; its exceptions propagate)
         gives the ``messages`` payloads. It is called once per round tried, so an application
         may encode afresh for each round. Within a round, a connection loss resends the
-        identical onions, which the entry mix acknowledges without counting them twice. If
+        identical box, which the entry mix acknowledges without counting them twice. If
         the round is closed or unknown by the time the submission arrives, the client waits a
         capped, jittered backoff, fetches the next round and calls ``make_payloads()`` again,
         for up to ``retry_for`` seconds. ``client_id`` defaults to ``secrets.token_hex(16)``;
@@ -379,12 +379,12 @@ class MixnetClient:
             try:
                 info = await self._round_after(refused)
                 payloads = make_payloads()
-                onions, digest, signature = await self._seal_in_pool(payloads, info)
+                box, digest, signature = await self._seal_in_pool(payloads, info)
                 frame: dict[str, object] = {
                     "type": "submit",
                     "round": info.round_id,
                     "client": client,
-                    "onions": onions,
+                    "box": box,
                 }
                 if signature is not None:
                     frame["credential"] = self.credential
@@ -435,8 +435,8 @@ class MixnetClient:
 
     async def _seal_in_pool(
         self, payloads: Sequence[bytes], info: RoundInfo
-    ) -> tuple[list[bytes], bytes, bytes | None]:
-        """The onions, their digest and (with a signing key) the submission's signature,
+    ) -> tuple[bytes, bytes, bytes | None]:
+        """The submission box, its digest and (with a signing key) the submission's signature,
         computed in the thread pool; :class:`LinkClosed` if :meth:`aclose` shut the pool
         down first or meanwhile."""
         loop = asyncio.get_running_loop()
@@ -450,15 +450,15 @@ class MixnetClient:
 
     def _seal(
         self, payloads: Sequence[bytes], info: RoundInfo
-    ) -> tuple[list[bytes], bytes, bytes | None]:
-        onions = self.wrap(payloads, info)
-        digest = onion_digest(onions)
+    ) -> tuple[bytes, bytes, bytes | None]:
+        box = self.wrap(payloads, info)
+        digest = submission_digest(box)
         if self.signing_key is None:
-            return onions, digest, None
+            return box, digest, None
         signature = sign_submission(
             self.signing_key, chain_id=self.config.chain_id, round_id=info.round_id, digest=digest
         )
-        return onions, digest, signature
+        return box, digest, signature
 
     # ------------------------------------------------------------------ sink
 

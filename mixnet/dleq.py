@@ -1,10 +1,10 @@
 """Proofs that a revealed X25519 shared secret is correct (Chaum–Pedersen on edwards25519).
 
-A mix that cannot open an onion layer (a PyNaCl sealed box) reveals the layer's X25519
+A mix that proves what an onion layer holds (:mod:`mixnet.blame`) reveals the layer's X25519
 shared secret ``S = X25519(k, E)`` together with a proof that ``S`` was computed with the
 secret ``k`` behind its announced round key ``K = X25519(k, 9)``. Anyone can then rebuild
-the box key from ``S`` (:func:`open_sealed_box_with_shared_secret`) and see that the layer
-fails to open, so a mix cannot blame an honest item.
+the layer key from ``S`` (:func:`mixnet.onion.open_layer_with_secret`) and open the layer,
+so a mix can neither lie about what a layer holds nor blame an honest item.
 
 Construction (version 1, label :data:`DOMAIN_LABEL`)
 ---------------------------------------------------
@@ -90,9 +90,8 @@ import struct
 from dataclasses import dataclass
 
 from nacl import bindings
-from nacl.exceptions import CryptoError
 
-from mixnet.errors import BadLength, BadSignature, DecryptionFailed, InternalError
+from mixnet.errors import BadLength, BadSignature, InternalError
 
 #: The field prime of Curve25519 / edwards25519.
 FIELD_PRIME = 2**255 - 19
@@ -107,9 +106,6 @@ PROOF_LENGTH = 3 * 32
 MAX_CONTEXT_LENGTH = 1024
 #: Domain label hashed first into every challenge.
 DOMAIN_LABEL = b"mixnet/x25519-shared-secret-dleq/v1"
-#: Bytes a sealed box adds (ephemeral public key + Poly1305 tag) and of its nonce.
-SEALED_BOX_OVERHEAD = 48
-SEALED_BOX_NONCE_LENGTH = 24
 
 _P = FIELD_PRIME
 _EDWARDS_D = (-121665 * pow(121666, -1, _P)) % _P
@@ -122,7 +118,6 @@ _U_ORDER_8 = (
 SMALL_ORDER_U: frozenset[int] = frozenset({0, 1, _P - 1, *_U_ORDER_8})
 _INV8 = pow(8, -1, GROUP_ORDER).to_bytes(SCALAR_LENGTH, "little")
 _ZERO = bytes(SCALAR_LENGTH)
-_SIGMA = (0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)  # "expand 32-byte k"
 
 
 class InvalidProof(BadSignature):
@@ -463,79 +458,3 @@ def verify_shared_secret(
     expected = _challenge(ctx, public_key, ephemeral_public, shared_secret, p1, e_bar, p2, a1, a2)
     if not hmac.compare_digest(expected, c):
         raise InvalidProof("proof does not verify")
-
-
-# --------------------------------------------------------------------------- sealed boxes
-
-
-def _rotl32(value: int, shift: int) -> int:
-    value &= 0xFFFFFFFF
-    return ((value << shift) | (value >> (32 - shift))) & 0xFFFFFFFF
-
-
-def _hsalsa20(key: bytes, nonce: bytes) -> bytes:
-    """HSalsa20 (the XSalsa20 paper): 20 Salsa20 rounds, no feed-forward, 8 words out."""
-    k = struct.unpack("<8I", key)
-    n = struct.unpack("<4I", nonce)
-    x = [_SIGMA[0], *k[:4], _SIGMA[1], *n, _SIGMA[2], *k[4:], _SIGMA[3]]
-    quarters = (
-        (0, 4, 8, 12), (5, 9, 13, 1), (10, 14, 2, 6), (15, 3, 7, 11),  # columns
-        (0, 1, 2, 3), (5, 6, 7, 4), (10, 11, 8, 9), (15, 12, 13, 14),  # rows
-    )  # fmt: skip
-    for _ in range(10):
-        for a, b, c, d in quarters:
-            x[b] ^= _rotl32(x[a] + x[d], 7)
-            x[c] ^= _rotl32(x[b] + x[a], 9)
-            x[d] ^= _rotl32(x[c] + x[b], 13)
-            x[a] ^= _rotl32(x[d] + x[c], 18)
-    return struct.pack("<8I", x[0], x[5], x[10], x[15], x[6], x[7], x[8], x[9])
-
-
-def sealed_box_key(shared_secret: bytes) -> bytes:
-    """Return the XSalsa20-Poly1305 key libsodium's box derives from ``shared_secret``.
-
-    This is ``crypto_box_beforenm``'s second half, ``HSalsa20(key=S, input=0¹⁶)``, which
-    PyNaCl does not expose on its own, so it is computed here in Python (not constant time:
-    use it only on revealed, public ``S``). Raises ``TypeError`` / :class:`BadLength`, and
-    :class:`InvalidPoint` for an all-zero ``S`` (libsodium refuses those).
-    """
-    _check_bytes(shared_secret, "shared_secret", POINT_LENGTH)
-    if shared_secret == _ZERO:
-        raise InvalidPoint("all-zero shared secret")
-    return _hsalsa20(shared_secret, bytes(16))
-
-
-def sealed_box_nonce(ephemeral_public: bytes, recipient_public: bytes) -> bytes:
-    """Return a sealed box's nonce: BLAKE2b-192 (no key) of ``E || K``, as libsodium does.
-
-    Raises ``TypeError`` / :class:`BadLength` for non-bytes or non-32-byte keys.
-    """
-    _check_bytes(ephemeral_public, "ephemeral_public", POINT_LENGTH)
-    _check_bytes(recipient_public, "recipient_public", POINT_LENGTH)
-    return hashlib.blake2b(
-        ephemeral_public + recipient_public, digest_size=SEALED_BOX_NONCE_LENGTH
-    ).digest()
-
-
-def open_sealed_box_with_shared_secret(
-    sealed: bytes, recipient_public: bytes, shared_secret: bytes
-) -> bytes:
-    """Open sealed box ``sealed`` (``E || MAC || ciphertext``) made for ``recipient_public``
-    using the revealed ``shared_secret`` instead of the secret key; return the plaintext.
-
-    Does not check that ``shared_secret`` is right: verify it first with
-    :func:`verify_shared_secret` (``sealed[:32]`` is ``E``). Raises ``TypeError``,
-    :class:`BadLength` (keys not 32 bytes, ``sealed`` shorter than
-    :data:`SEALED_BOX_OVERHEAD`), :class:`InvalidPoint` for an all-zero secret, and
-    :class:`~mixnet.errors.DecryptionFailed` if the box does not open with that secret.
-    """
-    if not isinstance(sealed, bytes):
-        raise TypeError(f"sealed must be bytes, not {type(sealed).__name__}")
-    if len(sealed) < SEALED_BOX_OVERHEAD:
-        raise BadLength(f"sealed must be at least {SEALED_BOX_OVERHEAD} bytes, got {len(sealed)}")
-    nonce = sealed_box_nonce(sealed[:POINT_LENGTH], recipient_public)
-    key = sealed_box_key(shared_secret)
-    try:
-        return bytes(bindings.crypto_box_open_easy_afternm(sealed[POINT_LENGTH:], nonce, key))
-    except CryptoError:
-        raise DecryptionFailed("sealed box does not open with this shared secret") from None

@@ -95,15 +95,10 @@ class BadLength(MixnetError):
 
 
 class DecryptionFailed(MixnetError):
-    """A sealed box did not open with this key (wrong key, tampered or forged)."""
+    """An onion layer did not authenticate with this round key and binding (wrong key;
+    made for another chain, round or hop; tampered or forged)."""
 
     code = "decryption-failed"
-
-
-class BindingMismatch(MixnetError):
-    """An onion layer opened but is bound to another (chain, round, hop)."""
-
-    code = "binding-mismatch"
 
 
 class BadSignature(MixnetError):
@@ -171,7 +166,6 @@ _ALL_ERRORS: tuple[type[MixnetError], ...] = (
     FrameTooLarge,
     BadLength,
     DecryptionFailed,
-    BindingMismatch,
     BadSignature,
     UnknownRound,
     RoundClosed,

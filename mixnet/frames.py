@@ -121,18 +121,19 @@ class RoundOffer:
 
 @dataclass(frozen=True)
 class Submit:
-    """client → entry mix: one submission of exactly ``messages`` onions.
+    """client → entry mix: one submission, ``box``: one onion layer for the entry mix
+    around the submission's ``messages`` inner onions (:func:`mixnet.onion.wrap_submission`).
 
     On a chain with admission (:mod:`mixnet.admission`) it also carries ``credential`` (the
     client's 32-byte Ed25519 public key; the client id is then its base64 text),
-    ``signature`` (64 bytes, by that key over (chain, round, onion digest)) and, for a
+    ``signature`` (64 bytes, by that key over (chain, round, submission digest)) and, for a
     client admitted by an issuer's token, ``token`` (72 bytes). All three are absent
     (``None``) otherwise; ``credential`` and ``signature`` come together, ``token`` only
     with them."""
 
     round_id: int
     client: str
-    onions: tuple[bytes, ...]
+    box: bytes
     credential: bytes | None = None
     token: bytes | None = None
     signature: bytes | None = None
@@ -315,7 +316,7 @@ def to_wire(frame: Frame) -> dict[str, object]:
                 "type": "submit",
                 "round": frame.round_id,
                 "client": frame.client,
-                "onions": list(frame.onions),
+                "box": frame.box,
             }
             for key, value in (
                 ("credential", frame.credential),
@@ -378,13 +379,12 @@ def to_wire(frame: Frame) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class FrameLimits:
-    """What a node accepts: ``messages`` onions of ``onion_length`` bytes per submission,
-    batch chunks of at most ``chunk_items`` items of ``item_length`` bytes, and
-    ``announcements`` round keys at most in a ``round-keys`` reply."""
+    """What a node accepts: submission boxes of ``submission_length`` bytes, batch chunks
+    of at most ``chunk_items`` items of ``item_length`` bytes, and ``announcements`` round
+    keys at most in a ``round-keys`` reply."""
 
     chain_id: str
-    messages: int = 0
-    onion_length: int = 0
+    submission_length: int = 0
     item_length: int = 0
     chunk_items: int = 0
     announcements: int = 0
@@ -455,8 +455,8 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
 
 
 def _parse_submit(frame: Mapping[str, object], limits: FrameLimits) -> Submit:
-    """A ``submit`` frame: the round, the client id, exactly ``limits.messages`` onions of
-    ``limits.onion_length`` bytes, and the optional admission fields (``credential`` 32
+    """A ``submit`` frame: the round, the client id, a ``box`` of exactly
+    ``limits.submission_length`` bytes, and the optional admission fields (``credential`` 32
     bytes and ``signature`` 64 bytes together, ``token`` 72 bytes only with them).
 
     :raises MalformedFrame, BadLength, WrongCount: a field is missing, of the wrong type or
@@ -465,9 +465,7 @@ def _parse_submit(frame: Mapping[str, object], limits: FrameLimits) -> Submit:
     submit = Submit(
         round_id=_round(frame),
         client=client_id(get_str(frame, "client", max_length=MAX_CLIENT_ID_LENGTH)),
-        onions=tuple(
-            get_bytes_list(frame, "onions", count=limits.messages, item_length=limits.onion_length)
-        ),
+        box=get_bytes(frame, "box", length=limits.submission_length),
         credential=_optional_bytes(frame, "credential", CREDENTIAL_LENGTH),
         token=_optional_bytes(frame, "token", TOKEN_LENGTH),
         signature=_optional_bytes(frame, "signature", SIGNATURE_LENGTH),

@@ -27,7 +27,7 @@ from nacl.signing import SigningKey
 from mixnet.blame import PayloadValidator, Step, accept_all, prove_step, verify_accusation
 from mixnet.core.actions import Action, Mix, Peel, Persist, Prove, Verify
 from mixnet.core.entry import EntryMachine
-from mixnet.core.intake import mix_batch, onion_digest, split_chunks
+from mixnet.core.intake import mix_batch, split_chunks, submission_digest
 from mixnet.core.records import EraseKey, NewRound
 from mixnet.core.relay import RelayMachine
 from mixnet.core.rounds import RoundKey
@@ -130,7 +130,7 @@ class MixNode(BaseNode):
                 "name": s.name,
                 "hops": s.hops,
                 "messages": s.messages,
-                "onion_length": s.item_length_in(),
+                "box_length": s.item_length_in(),
                 "policy": s.policy,
                 "keys": self._make_key,
                 "jitter": system_uniform,
@@ -215,7 +215,7 @@ class MixNode(BaseNode):
         admission = self.settings.admission
         if admission is not None:
             admission.check(
-                frame, chain_id=self.settings.chain_id, digest=onion_digest(frame.onions), now=now
+                frame, chain_id=self.settings.chain_id, digest=submission_digest(frame.box), now=now
             )
 
     def on_reply(self, sent: Frame, reply: Frame) -> list[Action]:
@@ -255,6 +255,7 @@ class MixNode(BaseNode):
             round_id=r,
             hop_index=s.hop,
             expected_length=s.item_length_in(),
+            split=action.split,
         )
         items = action.items
         parts = [items[i : i + PEEL_CHUNK] for i in range(0, len(items), PEEL_CHUNK)]

@@ -1,49 +1,79 @@
-"""Layered sealed-box onions for a fixed cascade of mixes.
+"""Layered onions for a fixed cascade of mixes: 48-byte AEAD layers bound to their position.
 
-An onion for a chain of ``L`` mixes is built innermost first: the last mix's layer is the
-innermost. Each layer is one PyNaCl :class:`~nacl.public.SealedBox` (an ephemeral X25519 key,
-XSalsa20-Poly1305; :data:`SEALED_BOX_OVERHEAD` = 48 bytes) whose plaintext is::
+Format version 2 (``docs/protocol.md``, "Onion layers", says where it matches HPKE, RFC 9180,
+base mode, and where it differs). One layer made for a mix with X25519 round public key
+``K`` at hop ``h`` of round ``r`` of chain ``c`` is::
 
-    binding tag (16 bytes) || inner bytes
+    E (32 bytes) || ChaCha20-Poly1305-IETF(key, nonce, aad = binding(c, r, h), inner)
 
-The binding tag is BLAKE2b-128 over a domain string, the chain id, the round id and the hop
-index (see :func:`binding_tag`). A mix that opens a layer checks the tag, so a layer made for
-another chain, round or position in the chain is refused even when the key happens to match.
-Each layer therefore adds :data:`LAYER_OVERHEAD` = 64 bytes, and every onion at a given hop of a
-round has the same length, :func:`onion_length`.
+where ``E = X25519(e, 9)`` for a fresh ephemeral secret ``e``, ``S = X25519(e, K)``, and
+``key (32) || nonce (12)`` is :func:`layer_key` ``(S, E, K)``: BLAKE2b-352 personalised with
+:data:`KDF_PERSONAL` over ``S || E || K``. The binding (:func:`binding_data`) is authenticated
+as associated data, so a layer made for another chain, round or hop fails authentication
+exactly like a layer made for another key, and costs no bytes. Each layer adds
+:data:`LAYER_OVERHEAD` = 48 bytes: the ephemeral key and the 16-byte Poly1305 tag.
+
+A client's submission is **one** layer for the entry mix (hop 0) around the concatenation of
+its ``m`` inner onions (one per payload, layers for hops ``1 .. L-1``): the entry mix receives
+a submission's onions together from one client anyway, so one box tells it nothing more and
+saves ``m - 1`` ephemeral keys, tags and X25519 operations (:func:`wrap_submission`,
+:func:`submission_length`). In a chain of one mix the box holds the ``m`` payloads.
 
 Lengths and argument types are checked before any cryptography. Randomness comes only from
-libsodium (the OS CSPRNG), inside ``SealedBox.encrypt``.
+libsodium's ``crypto_box_keypair`` (the OS CSPRNG).
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import struct
 from collections.abc import Sequence
 
+from nacl import bindings
 from nacl.exceptions import CryptoError
-from nacl.public import PrivateKey, PublicKey, SealedBox
+from nacl.public import PrivateKey
 
-from mixnet.errors import BadLength, BindingMismatch, DecryptionFailed, MixnetError
+from mixnet.errors import BadLength, DecryptionFailed, MixnetError
 
-#: Bytes a sealed box adds: 32-byte ephemeral public key + 16-byte Poly1305 tag.
-SEALED_BOX_OVERHEAD = 48
-#: Bytes of the per-layer binding tag (BLAKE2b-128).
-BINDING_TAG_LENGTH = 16
-#: Bytes each onion layer adds to its inner bytes.
-LAYER_OVERHEAD = SEALED_BOX_OVERHEAD + BINDING_TAG_LENGTH
-#: Bytes of an X25519 public key.
+__all__ = [
+    "AEAD_TAG_LENGTH",
+    "KDF_PERSONAL",
+    "LAYER_OVERHEAD",
+    "MAX_LAYERS",
+    "PUBLIC_KEY_LENGTH",
+    "binding_data",
+    "layer_key",
+    "onion_length",
+    "open_layer_with_secret",
+    "peel_many",
+    "seal_layer",
+    "submission_length",
+    "wrap",
+    "wrap_submission",
+]
+
+#: Bytes of an X25519 public key (the ephemeral key that starts every layer).
 PUBLIC_KEY_LENGTH = 32
+#: Bytes of the Poly1305 tag that ends every layer.
+AEAD_TAG_LENGTH = 16
+#: Bytes each onion layer adds to its inner bytes.
+LAYER_OVERHEAD = PUBLIC_KEY_LENGTH + AEAD_TAG_LENGTH
 #: Most layers an onion may have (the hop index is encoded as an unsigned 16-bit integer).
 MAX_LAYERS = 1 << 16
+#: BLAKE2b personalisation of the layer key derivation (format version 2).
+KDF_PERSONAL = b"mixnet-layer-v2"
+#: Domain string that starts every layer's associated data.
+BINDING_DOMAIN = b"mixnet/onion-layer/v2"
 
-_BINDING_DOMAIN = b"mixnet/onion-layer-binding/v1"
+_KEY_LENGTH = 32
+_NONCE_LENGTH = 12
 _MAX_ROUND_ID = (1 << 64) - 1
 _MAX_HOP_INDEX = MAX_LAYERS - 1
+_MAX_LENGTH = 1 << 62
 
-assert LAYER_OVERHEAD == 64
+assert LAYER_OVERHEAD == 48
+assert bindings.crypto_aead_chacha20poly1305_ietf_ABYTES == AEAD_TAG_LENGTH
+assert bindings.crypto_aead_chacha20poly1305_ietf_NPUBBYTES == _NONCE_LENGTH
 
 
 def _check_int(value: object, name: str, low: int, high: int) -> int:
@@ -75,59 +105,87 @@ def _chain_id_bytes(chain_id: object) -> bytes:
         raise ValueError("chain_id is not encodable as UTF-8") from None
 
 
-def binding_tag(*, chain_id: str, round_id: int, hop_index: int) -> bytes:
-    """Return the 16-byte tag binding a layer to ``(chain_id, round_id, hop_index)``.
+def binding_data(*, chain_id: str, round_id: int, hop_index: int) -> bytes:
+    """Return the associated data binding a layer to ``(chain_id, round_id, hop_index)``.
 
-    The tag is BLAKE2b with a 16-byte digest over the length-prefixed domain string, the
-    length-prefixed UTF-8 chain id, the round id as a big-endian uint64 and the hop index as
-    a big-endian uint16. Raises ``TypeError``/``ValueError`` for an empty or non-str chain
-    id, a round id outside ``[0, 2**64)`` or a hop index outside ``[0, 2**16)``.
+    It is the length-prefixed (big-endian uint32) :data:`BINDING_DOMAIN`, the length-prefixed
+    UTF-8 chain id, the round id as a big-endian uint64 and the hop index as a big-endian
+    uint16. Raises ``TypeError``/``ValueError`` for an empty or non-str chain id, a round id
+    outside ``[0, 2**64)`` or a hop index outside ``[0, 2**16)``.
     """
     chain = _chain_id_bytes(chain_id)
     _check_int(round_id, "round_id", 0, _MAX_ROUND_ID)
     _check_int(hop_index, "hop_index", 0, _MAX_HOP_INDEX)
-    message = b"".join(
+    return b"".join(
         (
-            _length_prefixed(_BINDING_DOMAIN),
+            _length_prefixed(BINDING_DOMAIN),
             _length_prefixed(chain),
             struct.pack(">QH", round_id, hop_index),
         )
     )
-    return hashlib.blake2b(message, digest_size=BINDING_TAG_LENGTH).digest()
+
+
+def layer_key(
+    shared_secret: bytes, ephemeral_public: bytes, recipient_public: bytes
+) -> tuple[bytes, bytes]:
+    """Return the AEAD ``(key, nonce)`` (32 and 12 bytes) of a layer.
+
+    BLAKE2b with a 44-byte digest and personalisation :data:`KDF_PERSONAL` over
+    ``shared_secret || ephemeral_public || recipient_public`` (all 32 bytes): the first 32
+    bytes are the key, the last 12 the nonce. Like HPKE's DHKEM, the key depends on the
+    Diffie–Hellman value and on both public keys. Raises :class:`BadLength` if an argument
+    is not 32 bytes (``TypeError`` if not ``bytes``).
+    """
+    for name, value in (
+        ("shared_secret", shared_secret),
+        ("ephemeral_public", ephemeral_public),
+        ("recipient_public", recipient_public),
+    ):
+        if not isinstance(value, bytes):
+            raise TypeError(f"{name} must be bytes, not {type(value).__name__}")
+        if len(value) != PUBLIC_KEY_LENGTH:
+            raise BadLength(f"{name} must be {PUBLIC_KEY_LENGTH} bytes, got {len(value)}")
+    return _layer_key(shared_secret, ephemeral_public, recipient_public)
+
+
+def _layer_key(shared: bytes, ephemeral: bytes, recipient: bytes) -> tuple[bytes, bytes]:
+    okm = hashlib.blake2b(
+        shared + ephemeral + recipient,
+        digest_size=_KEY_LENGTH + _NONCE_LENGTH,
+        person=KDF_PERSONAL,
+    ).digest()
+    return okm[:_KEY_LENGTH], okm[_KEY_LENGTH:]
 
 
 def onion_length(payload_len: int, layers: int) -> int:
     """Return the length in bytes of an onion with ``layers`` layers around ``payload_len``.
 
-    ``layers`` may be 0 (the bare payload), so the input of hop ``i`` in a chain of ``L``
-    mixes has length ``onion_length(payload_len, L - i)``. Raises ``TypeError``/``ValueError``
-    for non-int, negative, or too many (``> MAX_LAYERS``) layers.
+    ``layers`` may be 0 (the bare payload), so the input of hop ``i >= 1`` in a chain of
+    ``L`` mixes has length ``onion_length(payload_len, L - i)``. Raises
+    ``TypeError``/``ValueError`` for non-int, negative, or too many (``> MAX_LAYERS``)
+    layers.
     """
-    _check_int(payload_len, "payload_len", 0, 1 << 62)
+    _check_int(payload_len, "payload_len", 0, _MAX_LENGTH)
     _check_int(layers, "layers", 0, MAX_LAYERS)
     return payload_len + layers * LAYER_OVERHEAD
 
 
-def wrap(payload: bytes, public_keys: Sequence[bytes], *, chain_id: str, round_id: int) -> bytes:
-    """Wrap ``payload`` in one sealed-box layer per mix and return the onion.
+def submission_length(payload_len: int, layers: int, messages: int) -> int:
+    """Return the length of a client's submission box: one entry layer around ``messages``
+    inner onions of ``layers - 1`` layers each (``layers`` = mixes in the chain, at least 1).
 
-    ``public_keys`` are the mixes' 32-byte X25519 round public keys in chain order (hop 0,
-    the first mix, first); the result has length ``onion_length(len(payload),
-    len(public_keys))``. The caller must have verified the keys (see
-    :meth:`mixnet.keys.RoundKeyAnnouncement.verify`).
-
-    Raises ``TypeError`` if ``payload`` is not ``bytes`` or a key is not ``bytes``;
-    ``ValueError`` if there are no keys or more than :data:`MAX_LAYERS`, a key is not 32
-    bytes, a key is unusable (a low-order point), the chain id is empty, or ``round_id`` is
-    outside ``[0, 2**64)``.
+    Raises ``TypeError``/``ValueError`` as :func:`onion_length` does, and for ``layers < 1``
+    or ``messages < 1``.
     """
-    if not isinstance(payload, bytes):
-        raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+    _check_int(layers, "layers", 1, MAX_LAYERS)
+    _check_int(messages, "messages", 1, _MAX_LENGTH)
+    return LAYER_OVERHEAD + messages * onion_length(payload_len, layers - 1)
+
+
+def _check_public_keys(public_keys: Sequence[bytes]) -> list[bytes]:
     if isinstance(public_keys, (bytes, bytearray, str)):
         raise TypeError("public_keys must be a sequence of 32-byte keys, not a single value")
     keys = list(public_keys)
-    if not keys:
-        raise ValueError("public_keys must hold at least one key")
     if len(keys) > MAX_LAYERS:
         raise ValueError(f"at most {MAX_LAYERS} layers are supported, got {len(keys)}")
     for hop, key in enumerate(keys):
@@ -137,44 +195,161 @@ def wrap(payload: bytes, public_keys: Sequence[bytes], *, chain_id: str, round_i
             raise ValueError(
                 f"public key for hop {hop} must be {PUBLIC_KEY_LENGTH} bytes, got {len(key)}"
             )
-    tags = [
-        binding_tag(chain_id=chain_id, round_id=round_id, hop_index=hop) for hop in range(len(keys))
-    ]
+    return keys
 
+
+def _seal(plaintext: bytes, recipient_public: bytes, binding: bytes) -> bytes:
+    """One layer, arguments already checked. Raises ``ValueError`` for an unusable
+    (low-order) recipient key."""
+    ephemeral_public, ephemeral_secret = bindings.crypto_box_keypair()
+    try:
+        shared = bindings.crypto_scalarmult(ephemeral_secret, recipient_public)
+    except RuntimeError:  # libsodium refuses an all-zero result: a low-order key
+        raise ValueError("the recipient's public key is unusable (a low-order point)") from None
+    key, nonce = _layer_key(shared, ephemeral_public, recipient_public)
+    sealed = bindings.crypto_aead_chacha20poly1305_ietf_encrypt(plaintext, binding, nonce, key)
+    return ephemeral_public + sealed
+
+
+def seal_layer(
+    plaintext: bytes, recipient_public: bytes, *, chain_id: str, round_id: int, hop_index: int
+) -> bytes:
+    """Return one layer around ``plaintext`` for the mix with round key ``recipient_public``
+    at ``hop_index`` (``len(plaintext) + LAYER_OVERHEAD`` bytes).
+
+    Raises ``TypeError`` for non-bytes arguments, ``ValueError`` for a key that is not 32
+    bytes or is unusable (a low-order point), or a bad binding (see :func:`binding_data`).
+    """
+    if not isinstance(plaintext, bytes):
+        raise TypeError(f"plaintext must be bytes, not {type(plaintext).__name__}")
+    (key,) = _check_public_keys([recipient_public])
+    binding = binding_data(chain_id=chain_id, round_id=round_id, hop_index=hop_index)
+    return _seal(plaintext, key, binding)
+
+
+def wrap(
+    payload: bytes,
+    public_keys: Sequence[bytes],
+    *,
+    chain_id: str,
+    round_id: int,
+    first_hop: int = 0,
+) -> bytes:
+    """Wrap ``payload`` in one layer per key and return the onion.
+
+    ``public_keys`` are the round public keys of the mixes at hops ``first_hop``,
+    ``first_hop + 1``, … in chain order; the first key's layer is the outermost. The result
+    has length ``onion_length(len(payload), len(public_keys))`` (no keys: the payload
+    itself). Clients use :func:`wrap_submission`, which calls this with ``first_hop = 1``
+    for the inner onions. The caller must have verified the keys (see
+    :meth:`mixnet.keys.RoundKeyAnnouncement.verify`).
+
+    Raises ``TypeError`` if ``payload`` or a key is not ``bytes``; ``ValueError`` for more
+    than :data:`MAX_LAYERS` keys, a key that is not 32 bytes or is unusable (a low-order
+    point), an empty chain id, a ``round_id`` outside ``[0, 2**64)`` or hops beyond
+    ``2**16 - 1``.
+    """
+    if not isinstance(payload, bytes):
+        raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+    keys = _check_public_keys(public_keys)
+    _check_int(first_hop, "first_hop", 0, _MAX_HOP_INDEX)
+    bindings_by_hop = [
+        binding_data(chain_id=chain_id, round_id=round_id, hop_index=first_hop + offset)
+        for offset in range(len(keys))
+    ]
     onion = payload
-    for hop in reversed(range(len(keys))):
-        box = SealedBox(PublicKey(keys[hop]))
+    for offset in reversed(range(len(keys))):
         try:
-            onion = box.encrypt(tags[hop] + onion)
-        except CryptoError:
-            raise ValueError(f"public key for hop {hop} is unusable") from None
+            onion = _seal(onion, keys[offset], bindings_by_hop[offset])
+        except ValueError:
+            raise ValueError(f"public key for hop {first_hop + offset} is unusable") from None
     return onion
 
 
-def _peel_checked(onion: object, box: SealedBox[PrivateKey], tag: bytes, length: int) -> bytes:
+def wrap_submission(
+    payloads: Sequence[bytes], public_keys: Sequence[bytes], *, chain_id: str, round_id: int
+) -> bytes:
+    """Return a client's submission box for ``payloads`` (one inner onion each).
+
+    ``public_keys`` are all the mixes' round keys in chain order (hop 0 first). Each payload
+    is wrapped for hops ``1 .. L-1`` (:func:`wrap`); the inner onions are concatenated in
+    order and sealed in one layer for the entry mix. The result has length
+    ``submission_length(len(payload), L, len(payloads))``.
+
+    Raises ``TypeError`` for non-bytes payloads or keys; ``ValueError`` for no payloads,
+    payloads of different lengths, no keys, or anything :func:`wrap` refuses.
+    """
+    if isinstance(payloads, (bytes, bytearray, str)):
+        raise TypeError("payloads must be a sequence of bytes, not a single value")
+    items = list(payloads)
+    if not items:
+        raise ValueError("a submission needs at least one payload")
+    for index, payload in enumerate(items):
+        if not isinstance(payload, bytes):
+            raise TypeError(f"payload {index} must be bytes, not {type(payload).__name__}")
+    if len({len(p) for p in items}) != 1:
+        raise ValueError("every payload of a submission must have the same length")
+    keys = _check_public_keys(public_keys)
+    if not keys:
+        raise ValueError("public_keys must hold at least one key")
+    inner = b"".join(
+        wrap(p, keys[1:], chain_id=chain_id, round_id=round_id, first_hop=1) for p in items
+    )
+    try:
+        return seal_layer(inner, keys[0], chain_id=chain_id, round_id=round_id, hop_index=0)
+    except ValueError:
+        raise ValueError("public key for hop 0 is unusable") from None
+
+
+def open_layer_with_secret(
+    layer: bytes, recipient_public: bytes, shared_secret: bytes, binding: bytes
+) -> bytes:
+    """Open ``layer`` with its (revealed) X25519 shared secret and return what it holds.
+
+    ``binding`` is :func:`binding_data` for the layer's chain, round and hop. This is how
+    anyone checks a mix's step in an accusation (:mod:`mixnet.blame`); it does not check that
+    the secret is right (verify its proof first). Raises ``TypeError``, :class:`BadLength`
+    (a key or secret not 32 bytes, a layer shorter than :data:`LAYER_OVERHEAD`), and
+    :class:`DecryptionFailed` if the layer does not authenticate.
+    """
+    if not isinstance(layer, bytes):
+        raise TypeError(f"layer must be bytes, not {type(layer).__name__}")
+    if not isinstance(binding, bytes):
+        raise TypeError(f"binding must be bytes, not {type(binding).__name__}")
+    if len(layer) < LAYER_OVERHEAD:
+        raise BadLength(f"a layer must be at least {LAYER_OVERHEAD} bytes, got {len(layer)}")
+    ephemeral = layer[:PUBLIC_KEY_LENGTH]
+    key, nonce = layer_key(shared_secret, ephemeral, recipient_public)
+    try:
+        return bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
+            layer[PUBLIC_KEY_LENGTH:], binding, nonce, key
+        )
+    except CryptoError:
+        raise DecryptionFailed("the layer does not authenticate with this secret") from None
+
+
+def _peel_one(
+    onion: object, secret: bytes, public: bytes, binding: bytes, length: int
+) -> bytes:
     """Peel one layer with arguments already validated; raises only :class:`MixnetError`."""
     if not isinstance(onion, bytes):
         raise BadLength(f"onion must be bytes of length {length}, not {type(onion).__name__}")
     if len(onion) != length:
         raise BadLength(f"onion must be {length} bytes, got {len(onion)}")
+    ephemeral = onion[:PUBLIC_KEY_LENGTH]
     try:
-        plaintext = box.decrypt(onion)
-    except CryptoError:
+        shared = bindings.crypto_scalarmult(secret, ephemeral)
+    except RuntimeError:  # a low-order ephemeral key: nothing can authenticate
         raise DecryptionFailed("onion layer did not decrypt with this round key") from None
-    if not hmac.compare_digest(plaintext[:BINDING_TAG_LENGTH], tag):
-        raise BindingMismatch("onion layer is bound to another chain, round or hop")
-    return plaintext[BINDING_TAG_LENGTH:]
-
-
-def _prepare_peel(
-    secret_key: PrivateKey, chain_id: str, round_id: int, hop_index: int, expected_length: int
-) -> tuple[SealedBox[PrivateKey], bytes]:
-    """Validate the per-call peel arguments; return the opening box and the expected tag."""
-    if not isinstance(secret_key, PrivateKey):
-        raise TypeError(f"secret_key must be a PrivateKey, not {type(secret_key).__name__}")
-    _check_int(expected_length, "expected_length", LAYER_OVERHEAD, 1 << 62)
-    tag = binding_tag(chain_id=chain_id, round_id=round_id, hop_index=hop_index)
-    return SealedBox(secret_key), tag
+    key, nonce = _layer_key(shared, ephemeral, public)
+    try:
+        return bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
+            onion[PUBLIC_KEY_LENGTH:], binding, nonce, key
+        )
+    except CryptoError:
+        raise DecryptionFailed(
+            "onion layer did not decrypt with this round key, chain, round and hop"
+        ) from None
 
 
 def peel_many(
@@ -185,23 +360,40 @@ def peel_many(
     round_id: int,
     hop_index: int,
     expected_length: int,
+    split: int = 1,
 ) -> list[bytes | MixnetError]:
     """Remove this mix's layer from every onion in ``onions``; never raises for a bad item.
 
-    Returns a list aligned with ``onions``: for each, the inner bytes
-    (``expected_length - LAYER_OVERHEAD`` of them), or the error found, checked in order:
-    not ``bytes`` of exactly ``expected_length`` → :class:`BadLength` (no cryptography is done
-    on a wrong-length input); the sealed box does not open with ``secret_key`` →
-    :class:`DecryptionFailed`; the binding tag does not match ``(chain_id, round_id,
-    hop_index)`` → :class:`BindingMismatch`. Meant to run in a
-    worker thread on a chunk of a batch (libsodium releases the GIL). Invalid call
-    arguments still raise ``TypeError``/``ValueError`` before any item is touched.
+    Each opened layer's content is cut into ``split`` equal items (the entry mix opens a
+    submission box into its ``m`` inner onions with ``split = m``; other mixes use 1).
+    Returns a flat list with ``split`` entries per onion, in order: the items, or ``split``
+    times the error found, checked in order: not ``bytes`` of exactly ``expected_length`` →
+    :class:`BadLength` (no cryptography is done on a wrong-length input); the layer does not
+    authenticate with ``secret_key`` and the binding of ``(chain_id, round_id, hop_index)``
+    → :class:`DecryptionFailed`. Meant to run in a worker thread on a chunk of a batch
+    (libsodium releases the GIL). Invalid call arguments (including an ``expected_length``
+    whose content does not divide into ``split`` items) raise ``TypeError``/``ValueError``
+    before any item is touched.
     """
-    box, tag = _prepare_peel(secret_key, chain_id, round_id, hop_index, expected_length)
+    if not isinstance(secret_key, PrivateKey):
+        raise TypeError(f"secret_key must be a PrivateKey, not {type(secret_key).__name__}")
+    _check_int(expected_length, "expected_length", LAYER_OVERHEAD, _MAX_LENGTH)
+    _check_int(split, "split", 1, _MAX_LENGTH)
+    content = expected_length - LAYER_OVERHEAD
+    if content % split or (split > 1 and content == 0):
+        raise ValueError(f"a layer of {expected_length} bytes does not hold {split} equal items")
+    width = content // split
+    binding = binding_data(chain_id=chain_id, round_id=round_id, hop_index=hop_index)
+    secret, public = bytes(secret_key), bytes(secret_key.public_key)
     results: list[bytes | MixnetError] = []
     for onion in onions:
         try:
-            results.append(_peel_checked(onion, box, tag, expected_length))
+            inner = _peel_one(onion, secret, public, binding, expected_length)
         except MixnetError as err:
-            results.append(err)
+            results.extend([err] * split)
+            continue
+        if split == 1:
+            results.append(inner)
+        else:
+            results.extend(inner[i : i + width] for i in range(0, content, width))
     return results

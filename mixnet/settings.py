@@ -19,7 +19,7 @@ from mixnet.chain import ChainConfig, ChainConfigError
 from mixnet.core.policy import RoundPolicy
 from mixnet.frames import FrameLimits
 from mixnet.limits import DEFAULT_LIMITS, Limits
-from mixnet.onion import onion_length
+from mixnet.onion import onion_length, submission_length
 from mixnet.tls import TlsConfig
 
 __all__ = ["FRAME_SLACK", "NodeSettings", "node_settings"]
@@ -34,7 +34,7 @@ class NodeSettings:
 
     ``hop`` is the node's index (0 .. hops−1 for mixes, ``hops`` for the sink);
     ``payload_length`` is the length in bytes of the plaintext payload at the end of the
-    chain; ``messages`` the number of onions in one client submission; ``workers`` the
+    chain; ``messages`` the number of inner onions in one client submission box; ``workers`` the
     threads that peel. ``url`` is the node's own URL in the chain file (``wss://``: it must
     serve TLS), ``tls`` the chain's ``[tls]`` table (the CA bundle its forward link trusts;
     ``None``: the system's CAs), ``connection_limits`` the ``[limits]`` it enforces and
@@ -65,7 +65,11 @@ class NodeSettings:
         return self.hop == self.hops
 
     def item_length_in(self) -> int:
-        """Length of each item this node receives (an onion with ``hops - hop`` layers)."""
+        """Length of each item this node receives: at the entry mix a submission box
+        (:func:`mixnet.onion.submission_length`), elsewhere an onion with ``hops - hop``
+        layers."""
+        if self.hop == 0:
+            return submission_length(self.payload_length, self.hops, self.messages)
         return onion_length(self.payload_length, self.hops - self.hop)
 
     def item_length_out(self) -> int:
@@ -74,7 +78,7 @@ class NodeSettings:
 
     def max_frame(self) -> int:
         """Largest frame this node accepts, in bytes."""
-        items = self.messages if self.hop == 0 else self.policy.chunk_size
+        items = 1 if self.hop == 0 else self.policy.chunk_size
         return items * (self.item_length_in() + 8) + FRAME_SLACK
 
     def successor_max_frame(self) -> int:
@@ -85,8 +89,7 @@ class NodeSettings:
         """What incoming requests and the successor's replies may hold."""
         return FrameLimits(
             chain_id=self.chain_id,
-            messages=self.messages,
-            onion_length=self.item_length_in(),
+            submission_length=self.item_length_in(),
             item_length=self.item_length_in(),
             chunk_items=self.policy.chunk_size,
             announcements=self.hops,

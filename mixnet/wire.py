@@ -30,7 +30,7 @@ from mixnet.errors import (
 )
 
 #: Version of the frame format; a frame with another ``"v"`` is refused.
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 #: Type of the generic error frame.
 ERROR_TYPE = "error"
 

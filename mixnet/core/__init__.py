@@ -8,8 +8,8 @@ from mixnet.core.intake import (
     EntryIntake,
     drop_replays,
     mix_batch,
-    onion_digest,
     split_chunks,
+    submission_digest,
     uniform_permutation,
 )
 
@@ -19,7 +19,7 @@ __all__ = [
     "EntryIntake",
     "drop_replays",
     "mix_batch",
-    "onion_digest",
     "split_chunks",
+    "submission_digest",
     "uniform_permutation",
 ]

@@ -74,11 +74,15 @@ class Reply:
 
 @dataclass(frozen=True)
 class Peel:
-    """Peel ``items`` with round ``round_id``'s key; results go to ``peeled(token, ...)``."""
+    """Peel ``items`` with round ``round_id``'s key; results go to ``peeled(token, ...)``:
+    ``split`` entries per item (each layer's content cut into ``split`` equal items, or the
+    item's error ``split`` times; :func:`mixnet.onion.peel_many`). The entry mix opens a
+    submission box with ``split`` = its ``messages``; other mixes use 1."""
 
     round_id: int
     items: Sequence[bytes]
     token: Hashable
+    split: int = 1
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from mixnet.admission import check_credential_client
 from mixnet.blame import PayloadValidator, accept_all
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
-from mixnet.core.intake import EntryIntake, item_digest, onion_digest
+from mixnet.core.intake import EntryIntake, item_digest, submission_digest
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import (
     AddSubmission,
@@ -69,7 +69,6 @@ class SubmitPeeled:
     round_id: int
     client: str
     digest: bytes
-    onions: tuple[bytes, ...]
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,6 @@ class Stored:
     round_id: int
     client: str
     digest: bytes
-    onions: tuple[bytes, ...]
 
 
 @dataclass(frozen=True)
@@ -112,7 +110,8 @@ class EntryMachine(EntryVerdict):
     """The rounds of the entry mix. Construct it empty, or from stored records with
     :meth:`restore` after a restart.
 
-    ``messages`` onions of ``onion_length`` bytes make one submission; ``hops`` is the
+    A submission is one box of ``box_length`` bytes holding ``messages`` inner onions
+    (:func:`mixnet.onion.wrap_submission`); ``hops`` is the
     number of mixes (the ``round-keys`` reply must carry ``hops - 1`` announcements).
     With ``credentials`` (a chain with admission) every submission must carry a credential
     and use it as its client id (:func:`mixnet.admission.check_credential_client`), so the
@@ -129,7 +128,7 @@ class EntryMachine(EntryVerdict):
         name: str,
         hops: int,
         messages: int,
-        onion_length: int,
+        box_length: int,
         policy: RoundPolicy,
         keys: KeyFactory,
         jitter: Callable[[], float] = lambda: 1.0,
@@ -149,7 +148,7 @@ class EntryMachine(EntryVerdict):
         self.validator = validator
         self.hops = hops
         self.messages = messages
-        self.onion_length = onion_length
+        self.box_length = box_length
         self.policy = policy
         self.credentials = credentials
         self.next_round_id = 1
@@ -266,7 +265,7 @@ class EntryMachine(EntryVerdict):
             )
         self._move(st, RoundStatus.OPEN)
         st.announcements = (*st.announcements, *downstream)
-        st.entry = EntryIntake(r, self.messages, self.onion_length, self.policy, now)
+        st.entry = EntryIntake(r, self.messages, self.box_length, self.policy, now)
         return [
             Persist(
                 (
@@ -333,16 +332,16 @@ class EntryMachine(EntryVerdict):
             check_credential_client(frame.client, frame.credential)
         known = self.rounds.get(frame.round_id)
         if known is not None and known.entry is None and frame.client in known.receipts:
-            retry = self._retry(known, frame.client, onion_digest(frame.onions))
+            retry = self._retry(known, frame.client, submission_digest(frame.box))
             if retry is not None:
                 return retry
         st = self._intake_round(frame.round_id)
         assert st.entry is not None
-        digest = st.entry.check(frame.client, frame.onions)
+        digest = st.entry.check(frame.client, frame.box)
         if digest is None:  # this exact submission was accepted before
             return self._ack_when_stored(st, frame.client)
-        token = SubmitPeeled(frame.round_id, frame.client, digest, frame.onions)
-        return [Peel(frame.round_id, frame.onions, token)]
+        token = SubmitPeeled(frame.round_id, frame.client, digest)
+        return [Peel(frame.round_id, (frame.box,), token, split=self.messages)]
 
     def _intake_round(self, r: int) -> RoundState:
         st = self.rounds.get(r)
@@ -370,17 +369,20 @@ class EntryMachine(EntryVerdict):
     def peeled(self, token: object, results: Sequence[bytes | MixnetError], now: float) -> (
         list[Action]
     ):
-        """Event: the adapter peeled a submission's onions (:class:`Peel` with ``token``).
+        """Event: the adapter opened a submission's box into its ``messages`` items
+        (:class:`Peel` with ``token``).
 
-        :raises MixnetError: an onion failed to peel (the submission is refused whole), or
+        :raises MixnetError: the box failed to open (the submission is refused whole), or
             the round closed or the client was accepted meanwhile.
         """
         if not isinstance(token, SubmitPeeled):
             raise TypeError(f"not a submission token: {token!r}")
-        r, client, digest, onions = token.round_id, token.client, token.digest, token.onions
+        r, client, digest = token.round_id, token.client, token.digest
         for item in results:
             if isinstance(item, MixnetError):
                 raise item
+        if len(results) != self.messages:
+            raise InternalError(f"a box opened to {len(results)} items, not {self.messages}")
         known = self.rounds.get(r)
         retry = None if known is None else self._retry(known, client, digest)
         if retry is not None:
@@ -396,13 +398,13 @@ class EntryMachine(EntryVerdict):
         digests = {item_digest(p) for p in payloads} if self.hops > 1 else set()
         if len(digests) not in (0, len(payloads)) or not st.payload_digests.isdisjoint(digests):
             raise DuplicateClient("submission repeats an onion already in this round")
-        closes = st.entry.accept(client, onions, digest, now)
+        closes = st.entry.accept(client, digest, now)
         st.payload_digests.update(digests)
         st.pending[client] = payloads
         actions: list[Action] = [
             Persist(
                 (AddSubmission(r, Submission(client, digest, payloads)),),
-                token=Stored(r, client, digest, onions),
+                token=Stored(r, client, digest),
             )
         ]
         if closes:
@@ -446,7 +448,7 @@ class EntryMachine(EntryVerdict):
             failed = st.pending.pop(token.client, ())
             st.payload_digests.difference_update(item_digest(p) for p in failed)
             if st.entry is not None:
-                st.entry.release(token.client, token.onions, reopen=False)
+                st.entry.release(token.client, reopen=False)
             actions = self._mix_if_ready(st)
             if actions:
                 return actions
@@ -500,7 +502,7 @@ class EntryMachine(EntryVerdict):
         name: str,
         hops: int,
         messages: int,
-        onion_length: int,
+        box_length: int,
         policy: RoundPolicy,
         keys: KeyFactory,
         jitter: Callable[[], float] = lambda: 1.0,
@@ -517,7 +519,7 @@ class EntryMachine(EntryVerdict):
             name=name,
             hops=hops,
             messages=messages,
-            onion_length=onion_length,
+            box_length=box_length,
             policy=policy,
             keys=keys,
             jitter=jitter,
@@ -543,7 +545,7 @@ class EntryMachine(EntryVerdict):
                     if rec.deadline is None
                     else rec.deadline - policy.deadline_seconds
                 )
-                st.entry = EntryIntake(r, messages, onion_length, policy, started)
+                st.entry = EntryIntake(r, messages, box_length, policy, started)
                 for sub in subs:
                     st.entry.restore(sub.client, sub.digest)
                     st.submissions[sub.client] = sub.payloads

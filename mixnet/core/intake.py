@@ -5,8 +5,8 @@ seconds) and randomness through an injected ``randbelow`` (default :func:`secret
 The round machines (:mod:`mixnet.core.entry`, :mod:`mixnet.core.relay`,
 :mod:`mixnet.core.sink`) keep one of these per round:
 
-* :class:`EntryIntake` — the first mix's round: client submissions of exactly ``m`` onions,
-  accepted all-or-none, at most one per client id (on a chain with admission the client id
+* :class:`EntryIntake` — the first mix's round: client submissions (one box of ``m`` onions
+  each), accepted all-or-none, at most one per client id (on a chain with admission the client id
   is the submission's credential, so at most one per credential), closed by the round
   policy.
 * :class:`BatchIntake` — every later node's round (mixes and the sink): the predecessor's
@@ -44,8 +44,8 @@ __all__ = [
     "drop_replays",
     "item_digest",
     "mix_batch",
-    "onion_digest",
     "split_chunks",
+    "submission_digest",
     "uniform_permutation",
 ]
 
@@ -53,13 +53,10 @@ __all__ = [
 RandBelow = Callable[[int], int]
 
 
-def onion_digest(onions: Sequence[bytes]) -> bytes:
-    """BLAKE2b-256 over a submission's onions (length-prefixed), to recognise exact retries."""
-    h = hashlib.blake2b(digest_size=32, person=b"mixnet-submit")
-    for onion in onions:
-        h.update(len(onion).to_bytes(4, "big"))
-        h.update(onion)
-    return h.digest()
+def submission_digest(box: bytes) -> bytes:
+    """BLAKE2b-256 (personalised ``mixnet-submit``) of a submission box: recognises exact
+    retries and replayed boxes, and is what an admission signature covers."""
+    return hashlib.blake2b(box, digest_size=32, person=b"mixnet-submit").digest()
 
 
 #: Bytes of one :func:`item_digest`.
@@ -88,12 +85,12 @@ class EntryIntake:
 
     round_id: int
     messages: int
-    onion_length: int
+    box_length: int
     policy: RoundPolicy
     opened_at: float
     status: EntryStatus = "open"
     accepted: dict[str, bytes] = field(default_factory=dict)  # client -> digest
-    _onion_hashes: set[bytes] = field(default_factory=set)
+    _digests: set[bytes] = field(default_factory=set)  # digests of accepted boxes
     _deadline_seen: bool = False
 
     @property
@@ -104,57 +101,52 @@ class EntryIntake:
     def clients(self) -> int:
         return len(self.accepted)
 
-    def check(self, client: str, onions: Sequence[bytes]) -> bytes | None:
-        """Validate a submission before any cryptography.
+    def check(self, client: str, box: bytes) -> bytes | None:
+        """Validate a submission box before any cryptography.
 
-        Returns the submission's digest, or ``None`` if this exact submission was already
-        accepted (an idempotent retry: answer it ``accepted`` again without storing anything).
+        Returns the submission's digest (:func:`submission_digest`), or ``None`` if this
+        exact submission was already accepted (an idempotent retry: answer it ``accepted``
+        again without storing anything).
 
         :raises RoundClosed: the round no longer accepts submissions.
         :raises MalformedFrame: bad client id.
-        :raises WrongCount: not exactly ``messages`` onions.
-        :raises BadLength: an onion of the wrong length.
-        :raises DuplicateClient: the client already has a different accepted submission, or an
-            onion repeats one already in this round (a replay).
+        :raises BadLength: the box is not ``box_length`` bytes.
+        :raises DuplicateClient: the client already has a different accepted submission, or
+            the box repeats one already in this round (a replay under another client id).
         """
         if self.status != "open":
-            if self.status == "closed" and self._is_exact_retry(client, onions):
+            if self.status == "closed" and self._is_exact_retry(client, box):
                 return None  # it is in the round: acknowledge it again
             raise RoundClosed(f"round {self.round_id} is {self.status}")
         if not isinstance(client, str):
             raise MalformedFrame("client id must be a string")
         client_id(client)
-        if len(onions) != self.messages:
-            raise WrongCount(f"expected {self.messages} onions, got {len(onions)}")
-        for i, onion in enumerate(onions):
-            if not isinstance(onion, bytes) or len(onion) != self.onion_length:
-                raise BadLength(f"onion {i} must be {self.onion_length} bytes")
-        digest = onion_digest(onions)
+        if not isinstance(box, bytes) or len(box) != self.box_length:
+            raise BadLength(f"the submission box must be {self.box_length} bytes")
+        digest = submission_digest(box)
         previous = self.accepted.get(client)
         if previous == digest:
             return None
         if previous is not None:
             raise DuplicateClient(f"client {client!r} already submitted in round {self.round_id}")
-        hashes = [_item_hash(o) for o in onions]
-        if len(set(hashes)) != len(hashes) or not self._onion_hashes.isdisjoint(hashes):
-            raise DuplicateClient("submission repeats an onion already in this round")
+        if digest in self._digests:
+            raise DuplicateClient("submission repeats one already in this round")
         return digest
 
-    def _is_exact_retry(self, client: object, onions: Sequence[bytes]) -> bool:
+    def _is_exact_retry(self, client: object, box: object) -> bool:
         if not isinstance(client, str) or client not in self.accepted:
             return False
-        if len(onions) != self.messages or any(
-            not isinstance(o, bytes) or len(o) != self.onion_length for o in onions
-        ):
+        if not isinstance(box, bytes) or len(box) != self.box_length:
             return False
-        return onion_digest(onions) == self.accepted[client]
+        return submission_digest(box) == self.accepted[client]
 
-    def accept(self, client: str, onions: Sequence[bytes], digest: bytes, now: float) -> bool:
-        """Record an accepted (peeled and stored) submission. Returns True if the round
-        closed because of it. Re-checks what may have changed while the onions were peeled.
+    def accept(self, client: str, digest: bytes, now: float) -> bool:
+        """Record an accepted (peeled and stored) submission with ``digest``. Returns True if
+        the round closed because of it. Re-checks what may have changed while it was peeled.
 
         :raises RoundClosed: the round closed meanwhile (the caller must not acknowledge).
-        :raises DuplicateClient: the client was accepted meanwhile with other onions.
+        :raises DuplicateClient: the client was accepted meanwhile with another submission,
+            or another client with the same box.
         """
         if self.status != "open":
             raise RoundClosed(f"round {self.round_id} is {self.status}")
@@ -162,24 +154,25 @@ class EntryIntake:
             if self.accepted[client] == digest:
                 return False
             raise DuplicateClient(f"client {client!r} already submitted in round {self.round_id}")
-        hashes = [_item_hash(o) for o in onions]
-        if not self._onion_hashes.isdisjoint(hashes):
-            raise DuplicateClient("submission repeats an onion already in this round")
+        if digest in self._digests:
+            raise DuplicateClient("submission repeats one already in this round")
         self.accepted[client] = digest
-        self._onion_hashes.update(hashes)
+        self._digests.add(digest)
         return self._maybe_close(now)
 
-    def release(self, client: str, onions: Sequence[bytes], *, reopen: bool) -> None:
+    def release(self, client: str, *, reopen: bool) -> None:
         """Undo :meth:`accept` for a submission that could not be stored. ``reopen`` re-opens
         the round if that accept closed it."""
-        self.accepted.pop(client, None)
-        self._onion_hashes.difference_update(_item_hash(o) for o in onions)
+        digest = self.accepted.pop(client, None)
+        if digest is not None:
+            self._digests.discard(digest)
         if reopen and self.status == "closed":
             self.status = "open"
 
     def restore(self, client: str, digest: bytes) -> None:
         """Re-register a stored submission after a restart (no checks, no closing)."""
         self.accepted[client] = digest
+        self._digests.add(digest)
 
     def _maybe_close(self, now: float) -> bool:
         n = self.clients

@@ -26,7 +26,7 @@ from cloaknet.randomness import SYSTEM_RANDOM
 from cloaknet.validator import payload_validator
 from mixnet.admission import Admission, credential_client_id, sign_submission
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
-from mixnet.core.intake import onion_digest
+from mixnet.core.intake import submission_digest
 from mixnet.errors import BadSignature
 from mixnet.keys import generate_identity, read_key_file, write_key_file
 from mixnet.link import Link
@@ -129,12 +129,12 @@ async def test_admitted_clients_complete_a_round_and_others_are_refused(
             info = await net.mixnet.current_round()
             values = chain.protocol.encode_value(1.0, SYSTEM_RANDOM)
             payloads = [encode_share(v, chain.message_modulus) for v in values]
-            onions = net.mixnet.wrap(payloads, info)
+            box = net.mixnet.wrap(payloads, info)
             forged = sign_submission(
                 SigningKey.generate(),
                 chain_id=chain.config.chain_id,
                 round_id=info.round_id,
-                digest=onion_digest(onions),
+                digest=submission_digest(box),
             )
             link = Link(chain.config.mixes[0].url, max_size=1 << 20, name="forger")
             try:
@@ -144,7 +144,7 @@ async def test_admitted_clients_complete_a_round_and_others_are_refused(
                             "type": "submit",
                             "round": info.round_id,
                             "client": credential_client_id(bytes(bob.verify_key)),
-                            "onions": onions,
+                            "box": box,
                             "credential": bytes(bob.verify_key),
                             "signature": forged,
                         },

@@ -21,7 +21,7 @@ from cloaknet.protocols import CloakProtocol
 from mixnet.chain import RoundPolicy
 from mixnet.client import RoundInfo
 from mixnet.keys import sign_link_challenge
-from mixnet.onion import wrap
+from mixnet.onion import seal_layer, wrap
 from mixnet.wire import decode_frame, encode_frame
 
 HONEST = 12
@@ -47,25 +47,36 @@ async def expect_error(ws: ClientConnection, payload: bytes | str, code: str) ->
     await still_serving(ws)
 
 
-async def onions_for(net: ChainClient, x: float, info: RoundInfo) -> list[bytes]:
-    """What ``net.submit(x)`` would send in round ``info``: a fresh encoding of ``x`` as the
-    chain's payloads, wrapped for every mix (so a test can craft frames around it)."""
+def inner_onions(net: ChainClient, x: float, info: RoundInfo) -> list[bytes]:
+    """A fresh encoding of ``x`` as the chain's payloads, each wrapped for the mixes after
+    the entry mix (what ``net.submit(x)`` puts inside its box)."""
     chain = net.chain
     payloads = [encode_share(v, chain.message_modulus) for v in chain.protocol.encode_value(x)]
-    return await asyncio.to_thread(net.mixnet.wrap, payloads, info)
+    chain_id = chain.config.chain_id
+    return [
+        wrap(p, info.public_keys[1:], chain_id=chain_id, round_id=info.round_id, first_hop=1)
+        for p in payloads
+    ]
+
+
+def box_of(net: ChainClient, inner: list[bytes], info: RoundInfo, round_id: int = -1) -> bytes:
+    """The entry layer around ``inner`` (bound to ``round_id``; default: the round's)."""
+    return seal_layer(
+        b"".join(inner), info.public_keys[0], chain_id=net.chain.config.chain_id,
+        round_id=info.round_id if round_id < 0 else round_id, hop_index=0,
+    )  # fmt: skip
 
 
 async def attack(chain: LocalChain, net: ChainClient, round_id: int) -> None:
     info = await net.mixnet.current_round()
     assert info.round_id == round_id
-    good = await onions_for(net, 0.5, info)
-    fresh = await onions_for(net, 0.25, info)
-    m = len(good)
+    good_inner = inner_onions(net, 0.5, info)
+    fresh_inner = inner_onions(net, 0.25, info)
+    good, fresh = box_of(net, good_inner, info), box_of(net, fresh_inner, info)
     url = chain.chain.config.mixes[0].url
     async with ws_connect(url, compression=None, max_size=1 << 24) as ws:
-        def submit(client: str, onions: list[bytes], rnd: int = round_id) -> bytes:
-            return encode_frame({"type": "submit", "round": rnd, "client": client,
-                                 "onions": onions})
+        def submit(client: str, box: object, rnd: int = round_id) -> bytes:
+            return encode_frame({"type": "submit", "round": rnd, "client": client, "box": box})
 
         await expect_error(ws, b"\xc1\xc1 not msgpack", "malformed-frame")
         await expect_error(ws, "a text frame", "malformed-frame")
@@ -74,19 +85,17 @@ async def attack(chain: LocalChain, net: ChainClient, round_id: int) -> None:
         await expect_error(ws, encode_frame({"type": "launch-missiles"}), "unexpected-type")
         await expect_error(ws, encode_frame({"type": "batch", "round": round_id}),
                            "unexpected-type")
-        await expect_error(ws, submit("a1", good[:-1]), "wrong-count")
-        await expect_error(ws, submit("a2", [*good[:-1], good[-1][:-1]]), "bad-length")
-        tampered = bytearray(good[0])
+        await expect_error(ws, submit("a1", [good]), "malformed-frame")
+        await expect_error(ws, submit("a2", good[:-1]), "bad-length")
+        tampered = bytearray(good)
         tampered[40] ^= 1
-        await expect_error(ws, submit("a3", [bytes(tampered), *good[1:]]), "decryption-failed")
-        other_round = [wrap(b"\x00" * chain.chain.payload_length, info.public_keys,
-                            chain_id=chain.chain.config.chain_id, round_id=round_id + 1)
-                       for _ in range(m)]
-        await expect_error(ws, submit("a4", other_round), "binding-mismatch")
+        await expect_error(ws, submit("a3", bytes(tampered)), "decryption-failed")
+        # bound to another round: the associated data differs, so it does not authenticate
+        other_round = box_of(net, good_inner, info, round_id=round_id + 1)
+        await expect_error(ws, submit("a4", other_round), "decryption-failed")
         await expect_error(ws, submit("a5", good, rnd=round_id + 1000), "unknown-round")
         await expect_error(ws, submit("", good), "malformed-frame")
-        oversize = encode_frame({"type": "submit", "round": round_id, "client": "big",
-                                 "onions": [b"\x00" * 1024] * (m + 70)})
+        oversize = submit("big", b"\x00" * (len(good) + 100_000))  # over the frame limit
         await expect_error(ws, oversize, "frame-too-large")
         # a well-formed submission from one more user: counts, and its exact retry is
         # acknowledged again without counting twice
@@ -95,8 +104,11 @@ async def attack(chain: LocalChain, net: ChainClient, round_id: int) -> None:
         reply = await ask(ws, submit("late-user", good))
         assert reply["type"] == "accepted"
         await expect_error(ws, submit("late-user", fresh), "duplicate-client")
-        await expect_error(ws, submit("replayer", [good[0], *fresh[1:]]), "duplicate-client")
-        await expect_error(ws, submit("self-dup", [fresh[0]] * m), "duplicate-client")
+        await expect_error(ws, submit("replayer", good), "duplicate-client")
+        replayed_inner = box_of(net, [good_inner[0], *fresh_inner[1:]], info)
+        await expect_error(ws, submit("replayer", replayed_inner), "duplicate-client")
+        self_dup = box_of(net, [fresh_inner[0]] * len(fresh_inner), info)
+        await expect_error(ws, submit("self-dup", self_dup), "duplicate-client")
         # the last user of the round: its submission closes the round
         reply = await ask(ws, submit("closer", fresh))
         assert reply["type"] == "accepted"
@@ -118,11 +130,11 @@ async def test_rejections_leave_the_honest_round_exact(tmp_path: Path) -> None:
         # the round is closed now: a late submission is refused as such
         info = await net.mixnet.current_round(refresh=True)
         assert info.round_id == round_id + 1
-        late = await onions_for(net, 0.5, info)
+        late = box_of(net, inner_onions(net, 0.5, info), info)
         async with ws_connect(chain.chain.config.mixes[0].url, compression=None,
                               max_size=1 << 24) as ws:
             await expect_error(ws, encode_frame({"type": "submit", "round": round_id,
-                                                 "client": "too-late", "onions": late}),
+                                                 "client": "too-late", "box": late}),
                                "round-closed")
     k = chosen.params.precision
     expected = Fraction(sum(quantize(v, k) for v in [*values, 0.5, 0.25]), k)

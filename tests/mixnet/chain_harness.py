@@ -81,6 +81,17 @@ def valid_payload(payload: bytes) -> bool:
     return int.from_bytes(payload, "big") < VALID_BELOW
 
 
+def fake_peel(items: Sequence[bytes], split: int = 1) -> list[bytes | MixnetError]:
+    """Peel fake onions (a layer is ``LAYER`` bytes appended) and cut each content into
+    ``split`` equal items, as :func:`mixnet.onion.peel_many` does with real ones."""
+    out: list[bytes | MixnetError] = []
+    for item in items:
+        inner = item[:-LAYER]
+        width = len(inner) // split
+        out.extend(inner[i * width : (i + 1) * width] for i in range(split))
+    return out
+
+
 class MemoryStore:
     """What a node's sqlite store keeps, in dicts; applies the machines' writes."""
 
@@ -298,6 +309,10 @@ class MemoryChain:
         return make
 
     def onion_length(self, hop: int) -> int:
+        """What hop ``hop`` receives: a submission box at the entry mix (one fake layer
+        around ``messages`` inner onions), an onion elsewhere."""
+        if hop == 0:
+            return LAYER + self.messages * (VALUE + LAYER * (self.mixes - 1))
         return VALUE + LAYER * (self.mixes - hop)
 
     def _boot(self, node: Node) -> None:
@@ -310,7 +325,7 @@ class MemoryChain:
                 name=node.name,
                 hops=self.mixes,
                 messages=self.messages,
-                onion_length=self.onion_length(0),
+                box_length=self.onion_length(0),
                 policy=self.policy,
                 keys=self._keys(node),
                 successor=self.nodes[1].name,
@@ -356,13 +371,13 @@ class MemoryChain:
         offer = entry.machine.offer()
         if offer is None:
             return False
-        onions = tuple(self._wrap(value_payload(v)) for v in client.values)
-        client.frame = Submit(offer.round_id, client.ident, onions)
+        inner = b"".join(self._wrap(value_payload(v), self.mixes - 1) for v in client.values)
+        client.frame = Submit(offer.round_id, client.ident, self._wrap(inner, 1))
         client.exchange = self._new_exchange(-1, 0, client.frame, client=self.clients.index(client))
         return True
 
-    def _wrap(self, payload: bytes) -> bytes:
-        return payload + bytes(self.rng.getrandbits(8) for _ in range(LAYER * self.mixes))
+    def _wrap(self, payload: bytes, layers: int) -> bytes:
+        return payload + bytes(self.rng.getrandbits(8) for _ in range(LAYER * layers))
 
     # ------------------------------------------------------------------ exchanges
 
@@ -548,8 +563,7 @@ class MemoryChain:
                 return []
             case Peel():
                 assert not isinstance(m, SinkMachine)
-                peeled: list[bytes | MixnetError] = [item[:-LAYER] for item in action.items]
-                return m.peeled(action.token, peeled, self.now)
+                return m.peeled(action.token, fake_peel(action.items, action.split), self.now)
             case Mix():
                 assert not isinstance(m, SinkMachine)
                 items = list(action.payloads)

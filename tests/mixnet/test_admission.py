@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import struct
 import tomllib
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from mixnet.chain import ChainConfigError, load_chain_config, parse_chain_config
 from mixnet.chain_render import render_chain_config
 from mixnet.core.actions import Action, Peel, Persist, Reply
 from mixnet.core.entry import EntryMachine, Opened
-from mixnet.core.intake import onion_digest
+from mixnet.core.intake import submission_digest
 from mixnet.core.records import NodeRecords
 from mixnet.core.status import RoundStatus
 from mixnet.errors import (
@@ -47,7 +46,6 @@ from mixnet.errors import (
     KeyFileError,
     MalformedFrame,
     Unauthorized,
-    WrongCount,
 )
 from mixnet.frames import (
     Accepted,
@@ -64,13 +62,13 @@ from mixnet.store import NodeStore
 from mixnet.wire import decode_frame, encode_frame
 from tests.mixnet.test_chain import valid_data, write
 from tests.mixnet.test_machines import (
-    ENTRY_ONION,
+    ENTRY_BOX,
     HOPS,
     NOW,
     POLICY,
     Keys,
+    box,
     downstream,
-    item,
     one,
     peel,
 )
@@ -96,13 +94,13 @@ def signed_submit(
     key: SigningKey,
     round_id: int = 1,
     *,
-    onions: Sequence[bytes] | None = None,
+    sealed: bytes | None = None,
     token: bytes | None = None,
     chain_id: str = CHAIN,
 ) -> Submit:
     """A submit frame signed by ``key`` (client id = its credential)."""
-    items = tuple(onions) if onions is not None else tuple(item(ENTRY_ONION) for _ in range(M))
-    digest = onion_digest(items)
+    items = sealed if sealed is not None else box()
+    digest = submission_digest(items)
     return Submit(
         round_id,
         credential_client_id(pk(key)),
@@ -246,7 +244,7 @@ def test_a_submission_signature_verifies_for_its_chain_round_and_digest() -> Non
     [
         ("other", 3, DIGEST),  # wrong chain
         (CHAIN, 4, DIGEST),  # wrong round
-        (CHAIN, 3, bytes(32)),  # other onions
+        (CHAIN, 3, bytes(32)),  # another box
     ],
 )
 def test_a_signature_for_something_else_is_refused(
@@ -295,57 +293,57 @@ def test_admission_needs_someone_to_admit_and_refuses_bad_keys() -> None:
 def test_admission_check_of_a_listed_client() -> None:
     admission = Admission(clients=(pk(ALICE),))
     frame = signed_submit(ALICE)
-    admission.check(frame, chain_id=CHAIN, digest=onion_digest(frame.onions), now=NOW)
+    admission.check(frame, chain_id=CHAIN, digest=submission_digest(frame.box), now=NOW)
     bob = signed_submit(BOB)
     with pytest.raises(Unauthorized, match="not admitted"):
-        admission.check(bob, chain_id=CHAIN, digest=onion_digest(bob.onions), now=NOW)
+        admission.check(bob, chain_id=CHAIN, digest=submission_digest(bob.box), now=NOW)
 
 
 def test_admission_check_of_a_client_with_a_token() -> None:
     admission = Admission(issuer=ISSUER.verify_key)
     token = issue_token(ISSUER, chain_id=CHAIN, credential=pk(BOB), expires=int(NOW) + 60)
     frame = signed_submit(BOB, token=token)
-    digest = onion_digest(frame.onions)
+    digest = submission_digest(frame.box)
     admission.check(frame, chain_id=CHAIN, digest=digest, now=NOW)
     with pytest.raises(Unauthorized, match="expired"):
         admission.check(frame, chain_id=CHAIN, digest=digest, now=NOW + 60)
     bare = signed_submit(BOB)
     with pytest.raises(Unauthorized, match="no admission token"):
-        admission.check(bare, chain_id=CHAIN, digest=onion_digest(bare.onions), now=NOW)
+        admission.check(bare, chain_id=CHAIN, digest=submission_digest(bare.box), now=NOW)
     replayed = signed_submit(MALLORY, token=token)  # Bob's token, Mallory's key
     with pytest.raises(Unauthorized):
-        admission.check(replayed, chain_id=CHAIN, digest=onion_digest(replayed.onions), now=NOW)
+        admission.check(replayed, chain_id=CHAIN, digest=submission_digest(replayed.box), now=NOW)
 
 
 def test_admission_check_refuses_what_is_not_signed_right() -> None:
     admission = Admission(clients=(pk(ALICE),), issuer=ISSUER.verify_key)
     frame = signed_submit(ALICE)
-    digest = onion_digest(frame.onions)
+    digest = submission_digest(frame.box)
     cases: list[tuple[Submit, type[Exception], bytes]] = [
         # no credential at all
-        (Submit(1, "alice", frame.onions), Unauthorized, digest),
+        (Submit(1, "alice", frame.box), Unauthorized, digest),
         # Alice's credential, Mallory's signature
         (
-            Submit(1, frame.client, frame.onions, credential=pk(ALICE),
-                   signature=signed_submit(MALLORY, onions=frame.onions).signature),
+            Submit(1, frame.client, frame.box, credential=pk(ALICE),
+                   signature=signed_submit(MALLORY, sealed=frame.box).signature),
             BadSignature,
             digest,
         ),
         # signed for round 1, sent as round 2
-        (Submit(2, frame.client, frame.onions, credential=pk(ALICE), signature=frame.signature),
+        (Submit(2, frame.client, frame.box, credential=pk(ALICE), signature=frame.signature),
          BadSignature, digest),
         # signed for another chain
-        (signed_submit(ALICE, onions=frame.onions, chain_id="other"), BadSignature, digest),
-        # the onions were changed after signing
+        (signed_submit(ALICE, sealed=frame.box, chain_id="other"), BadSignature, digest),
+        # the box was changed after signing
         (frame, BadSignature, bytes(32)),
         # a client id that is not the credential
-        (Submit(1, "alice", frame.onions, credential=pk(ALICE), signature=frame.signature),
+        (Submit(1, "alice", frame.box, credential=pk(ALICE), signature=frame.signature),
          MalformedFrame, digest),
         # a signature of the wrong length
-        (Submit(1, frame.client, frame.onions, credential=pk(ALICE), signature=b"s" * 63),
+        (Submit(1, frame.client, frame.box, credential=pk(ALICE), signature=b"s" * 63),
          BadLength, digest),
         # a credential without its signature
-        (Submit(1, frame.client, frame.onions, credential=pk(ALICE)), MalformedFrame, digest),
+        (Submit(1, frame.client, frame.box, credential=pk(ALICE)), MalformedFrame, digest),
     ]  # fmt: skip
     for submit, error, claimed in cases:
         with pytest.raises(error):
@@ -427,7 +425,7 @@ def test_chain_file_admission_errors(table: object, field: str) -> None:
 # =========================================================================== frames
 
 
-LIMITS = FrameLimits(chain_id=CHAIN, messages=M, onion_length=ENTRY_ONION)
+LIMITS = FrameLimits(chain_id=CHAIN, submission_length=ENTRY_BOX)
 
 
 def wire_round_trip(frame: Submit) -> Submit:
@@ -438,11 +436,11 @@ def wire_round_trip(frame: Submit) -> Submit:
 
 
 def test_submit_frames_carry_the_admission_fields_only_when_present() -> None:
-    plain = Submit(1, "alice", tuple(item(ENTRY_ONION) for _ in range(M)))
-    assert set(to_wire(plain)) == {"type", "round", "client", "onions"}
+    plain = Submit(1, "alice", box())
+    assert set(to_wire(plain)) == {"type", "round", "client", "box"}
     assert wire_round_trip(plain) == plain
     signed = signed_submit(ALICE)
-    assert set(to_wire(signed)) == {"type", "round", "client", "onions", "credential", "signature"}
+    assert set(to_wire(signed)) == {"type", "round", "client", "box", "credential", "signature"}
     assert wire_round_trip(signed) == signed
     token = issue_token(ISSUER, chain_id=CHAIN, credential=pk(ALICE))
     with_token = signed_submit(ALICE, token=token)
@@ -457,7 +455,7 @@ def test_submit_frames_carry_the_admission_fields_only_when_present() -> None:
         ({"token": b"t" * 71}, BadLength),
         ({"credential": "text"}, MalformedFrame),
         ({"signature": None}, MalformedFrame),
-        ({"onions": [b"o" * ENTRY_ONION]}, WrongCount),  # counts before admission fields
+        ({"box": b"o" * (ENTRY_BOX - 1)}, BadLength),  # the box before admission fields
     ],
 )
 def test_submit_admission_fields_are_checked_by_the_parser(
@@ -488,7 +486,7 @@ def make_machine(records: NodeRecords | None = None, now: float = NOW) -> EntryM
         "name": "mix1",
         "hops": HOPS,
         "messages": M,
-        "onion_length": ENTRY_ONION,
+        "box_length": ENTRY_BOX,
         "policy": POLICY,
         "keys": Keys("mix1", 1),
         "credentials": True,
@@ -512,7 +510,7 @@ def carry_out(m: EntryMachine, store: NodeStore, actions: list[Action]) -> list[
             if action.token is not None:
                 queue[0:0] = m.persisted(action.token, NOW)
         elif isinstance(action, Peel):
-            queue[0:0] = m.peeled(action.token, peel(action.items), NOW)
+            queue[0:0] = m.peeled(action.token, peel(action.items, action.split), NOW)
         else:
             out.append(action)
     return out
@@ -529,12 +527,12 @@ def test_the_machine_requires_the_credential_as_client_id() -> None:
     m.handle_timer(NOW)
     m.on_reply(OpenRound(1), RoundKeys(1, downstream(1)), NOW)
     m.persisted(Opened(1), NOW)
-    plain = Submit(1, "alice", tuple(item(ENTRY_ONION) for _ in range(M)))
+    plain = Submit(1, "alice", box())
     with pytest.raises(Unauthorized):
         m.on_submit(plain)
     signed = signed_submit(ALICE)
     with pytest.raises(MalformedFrame):
-        m.on_submit(Submit(1, "alice", signed.onions, credential=signed.credential,
+        m.on_submit(Submit(1, "alice", signed.box, credential=signed.credential,
                            signature=signed.signature))  # fmt: skip
     one(m.on_submit(signed), Peel)
 

@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed
 
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 from mixnet.client import MixnetClient, ParameterMismatch, Receipt, RoundInfo
-from mixnet.core import onion_digest
+from mixnet.core import submission_digest
 from mixnet.errors import (
     BadLength,
     BadSignature,
@@ -31,7 +31,7 @@ from mixnet.errors import (
 from mixnet.frames import announcement_frame
 from mixnet.keys import RoundKeyAnnouncement, RoundKeyring, announce_round_key
 from mixnet.link import Backoff
-from mixnet.onion import onion_length
+from mixnet.onion import onion_length, peel_many, submission_length
 from mixnet.wire import decode_frame, encode_frame, error_frame
 from tests.mixnet.peeling import peel
 
@@ -114,9 +114,9 @@ class FakeEntry:
         }
 
     def on_submit(self, frame: dict[str, object]) -> dict[str, object] | None:
-        r, client, onions = frame["round"], frame["client"], frame["onions"]
-        assert isinstance(r, int) and isinstance(client, str) and isinstance(onions, list)
-        digest = onion_digest(onions)
+        r, client, box = frame["round"], frame["client"], frame["box"]
+        assert isinstance(r, int) and isinstance(client, str) and isinstance(box, bytes)
+        digest = submission_digest(box)
         self.submits.append((r, client, digest))
         if self.reject is not None:
             return error_frame(self.reject)
@@ -133,15 +133,23 @@ class FakeEntry:
         if previous is not None and previous != digest:
             return error_frame(DuplicateClient(f"client {client!r} already submitted"))
         self.accepted[(r, client)] = digest
-        self.payloads[(r, client)] = [self.peel_all(r, onion) for onion in onions]
+        self.payloads[(r, client)] = self.open_box(r, box)
         if self.drop_submits:
             self.drop_submits -= 1
             return None  # stored, but the acknowledgement is lost with the connection
         return {"type": "accepted", "round": r, "client": client}
 
-    def peel_all(self, r: int, onion: bytes) -> bytes:
+    def open_box(self, r: int, box: bytes) -> list[bytes]:
         hops = len(self.keyrings)
-        for hop, ring in enumerate(self.keyrings):
+        items = peel_many(
+            [box], self.keyrings[0].secret(r), chain_id=CHAIN, round_id=r, hop_index=0,
+            expected_length=submission_length(WIDTH, hops, self.messages), split=self.messages,
+        )  # fmt: skip
+        return [self.peel_rest(r, item) for item in items if isinstance(item, bytes)]
+
+    def peel_rest(self, r: int, onion: bytes) -> bytes:
+        hops = len(self.keyrings)
+        for hop, ring in enumerate(self.keyrings[1:], start=1):
             onion = peel(
                 onion,
                 ring.secret(r),

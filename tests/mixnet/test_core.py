@@ -30,8 +30,8 @@ from mixnet.core import (
     EntryIntake,
     drop_replays,
     mix_batch,
-    onion_digest,
     split_chunks,
+    submission_digest,
     uniform_permutation,
 )
 from mixnet.core.policy import BelowMin, RoundPolicy
@@ -46,8 +46,8 @@ from mixnet.errors import (
 )
 from mixnet.frames import MAX_CLIENT_ID_LENGTH
 
-M = 3  # onions per submission
-ONION_LEN = 16
+M = 3  # inner onions per submission box
+BOX_LEN = 16
 OPENED_AT = 1000.0
 DEADLINE_S = 10.0
 DEADLINE = OPENED_AT + DEADLINE_S
@@ -55,13 +55,9 @@ DEADLINE = OPENED_AT + DEADLINE_S
 _counter = itertools.count()
 
 
-def fresh_onion() -> bytes:
-    """A distinct onion of the right length (content never repeats within a test run)."""
-    return next(_counter).to_bytes(ONION_LEN, "big")
-
-
-def fresh_onions(m: int = M) -> list[bytes]:
-    return [fresh_onion() for _ in range(m)]
+def fresh_box() -> bytes:
+    """A distinct submission box of the right length (content never repeats in a run)."""
+    return next(_counter).to_bytes(BOX_LEN, "big")
 
 
 def make_entry(
@@ -72,7 +68,7 @@ def make_entry(
     opened_at: float = OPENED_AT,
 ) -> EntryIntake:
     policy = RoundPolicy(min_users, max_users, deadline_seconds, below_min)
-    return EntryIntake(1, M, ONION_LEN, policy, opened_at)
+    return EntryIntake(1, M, BOX_LEN, policy, opened_at)
 
 
 def status_of(intake: EntryIntake) -> str:
@@ -80,12 +76,12 @@ def status_of(intake: EntryIntake) -> str:
     return intake.status
 
 
-def submit(intake: EntryIntake, client: str, onions: Sequence[bytes], now: float) -> bool:
+def submit(intake: EntryIntake, client: str, box: bytes, now: float) -> bool:
     """check + accept as the server does; returns accept's result (False for a retry)."""
-    digest = intake.check(client, onions)
+    digest = intake.check(client, box)
     if digest is None:
         return False
-    return intake.accept(client, onions, digest, now)
+    return intake.accept(client, digest, now)
 
 
 # ================================================================== EntryIntake: accept path
@@ -101,12 +97,12 @@ class TestEntryAccept:
 
     def test_check_returns_digest_and_accept_records(self) -> None:
         intake = make_entry()
-        onions = fresh_onions()
-        digest = intake.check("alice", onions)
-        assert digest == onion_digest(onions)
+        box = fresh_box()
+        digest = intake.check("alice", box)
+        assert digest == submission_digest(box)
         # check alone records nothing
         assert intake.clients == 0
-        assert intake.accept("alice", onions, digest, OPENED_AT + 1) is False
+        assert intake.accept("alice", digest, OPENED_AT + 1) is False
         assert intake.clients == 1
         assert intake.accepted == {"alice": digest}
         assert intake.status == "open"
@@ -114,116 +110,83 @@ class TestEntryAccept:
     def test_client_id_at_max_length_is_fine(self) -> None:
         intake = make_entry()
         client = "c" * MAX_CLIENT_ID_LENGTH
-        assert submit(intake, client, fresh_onions(), OPENED_AT) is False
+        assert submit(intake, client, fresh_box(), OPENED_AT) is False
         assert intake.clients == 1
-
-    def test_accepts_a_tuple_of_onions(self) -> None:
-        # a tuple of onions is as good as a list
-        intake = make_entry()
-        onions = tuple(fresh_onions())
-        assert intake.check("t", onions) == onion_digest(list(onions))
 
 
 # ================================================================== EntryIntake: check errors
 
 
 class TestEntryCheckErrors:
-    @pytest.mark.parametrize("m", [M - 1, M + 1, 0])
-    def test_wrong_count(self, m: int) -> None:
+    @pytest.mark.parametrize("length", [0, BOX_LEN - 1, BOX_LEN + 1])
+    def test_wrong_length_box(self, length: int) -> None:
         intake = make_entry()
-        with pytest.raises(WrongCount) as exc:
-            intake.check("alice", fresh_onions(m))
-        assert exc.value.code == "wrong-count"
-
-    @pytest.mark.parametrize("length", [0, ONION_LEN - 1, ONION_LEN + 1])
-    def test_wrong_length_onion(self, length: int) -> None:
-        intake = make_entry()
-        onions = fresh_onions()
-        onions[1] = b"\x00" * length
         with pytest.raises(BadLength) as exc:
-            intake.check("alice", onions)
+            intake.check("alice", b"\x00" * length)
         assert exc.value.code == "bad-length"
 
     @pytest.mark.parametrize(
-        "item",
-        ["x" * ONION_LEN, bytearray(ONION_LEN), memoryview(bytes(ONION_LEN)), None, 7],
+        "box", ["x" * BOX_LEN, bytearray(BOX_LEN), memoryview(bytes(BOX_LEN)), None, 7]
     )
-    def test_non_bytes_onion(self, item: object) -> None:
+    def test_non_bytes_box(self, box: object) -> None:
         intake = make_entry()
-        onions: list[object] = list(fresh_onions())
-        onions[2] = item
         with pytest.raises(BadLength):
-            intake.check("alice", onions)  # type: ignore[arg-type]
+            intake.check("alice", box)  # type: ignore[arg-type]
 
     @pytest.mark.parametrize("client", ["", "x" * (MAX_CLIENT_ID_LENGTH + 1), 5, None, b"id"])
     def test_bad_client_id(self, client: object) -> None:
         intake = make_entry()
         with pytest.raises(MalformedFrame) as exc:
-            intake.check(client, fresh_onions())  # type: ignore[arg-type]
+            intake.check(client, fresh_box())  # type: ignore[arg-type]
         assert exc.value.code == "malformed-frame"
 
     def test_different_submission_same_client(self) -> None:
         intake = make_entry()
-        submit(intake, "alice", fresh_onions(), OPENED_AT)
+        submit(intake, "alice", fresh_box(), OPENED_AT)
         with pytest.raises(DuplicateClient) as exc:
-            intake.check("alice", fresh_onions())
+            intake.check("alice", fresh_box())
         assert exc.value.code == "duplicate-client"
         assert intake.clients == 1
 
-    def test_onion_repeated_inside_one_submission(self) -> None:
+    def test_box_replayed_from_another_client(self) -> None:
         intake = make_entry()
-        a, b = fresh_onion(), fresh_onion()
-        with pytest.raises(DuplicateClient):
-            intake.check("alice", [a, b, a])
-        assert intake.clients == 0
-
-    def test_onion_replayed_from_another_client(self) -> None:
-        intake = make_entry()
-        alice = fresh_onions()
+        alice = fresh_box()
         submit(intake, "alice", alice, OPENED_AT)
-        with pytest.raises(DuplicateClient):
-            intake.check("mallory", [fresh_onion(), alice[1], fresh_onion()])
-        # the whole of alice's submission replayed under another id is refused too
         with pytest.raises(DuplicateClient):
             intake.check("mallory", alice)
         assert intake.clients == 1
 
-    def test_checked_but_unaccepted_onions_are_not_reserved(self) -> None:
+    def test_checked_but_unaccepted_boxes_are_not_reserved(self) -> None:
         # only accepted submissions count towards replay detection
         intake = make_entry()
-        onions = fresh_onions()
-        assert intake.check("alice", onions) is not None
-        assert intake.check("bob", onions) is not None
-
-    def test_count_checked_before_lengths(self) -> None:
-        intake = make_entry()
-        with pytest.raises(WrongCount):
-            intake.check("alice", [b"short"] * (M + 1))
+        box = fresh_box()
+        assert intake.check("alice", box) is not None
+        assert intake.check("bob", box) is not None
 
     def test_round_closed_after_close(self) -> None:
         intake = make_entry(min_users=1, max_users=1)
-        assert submit(intake, "alice", fresh_onions(), OPENED_AT) is True
+        assert submit(intake, "alice", fresh_box(), OPENED_AT) is True
         with pytest.raises(RoundClosed) as exc:
-            intake.check("bob", fresh_onions())
+            intake.check("bob", fresh_box())
         assert exc.value.code == "round-closed"
         # RoundClosed takes precedence over every other complaint
         with pytest.raises(RoundClosed):
-            intake.check("", [])
+            intake.check("", b"")
 
     def test_round_closed_after_abort(self) -> None:
         intake = make_entry(min_users=2, below_min="abort")
-        submit(intake, "alice", fresh_onions(), OPENED_AT)
+        submit(intake, "alice", fresh_box(), OPENED_AT)
         assert intake.poll(DEADLINE) == "aborted"
         with pytest.raises(RoundClosed):
-            intake.check("bob", fresh_onions())
+            intake.check("bob", fresh_box())
         # a submission accepted before the abort is gone with the round: no "accepted" retry
         with pytest.raises(RoundClosed):
-            intake.check("alice", fresh_onions())
+            intake.check("alice", fresh_box())
 
     def test_errors_are_mixnet_errors(self) -> None:
         intake = make_entry()
         with pytest.raises(MixnetError):
-            intake.check("alice", [])
+            intake.check("alice", b"")
 
 
 # ================================================================== EntryIntake: retries, re-checks
@@ -232,84 +195,77 @@ class TestEntryCheckErrors:
 class TestEntryRetry:
     def test_exact_retry_check_returns_none(self) -> None:
         intake = make_entry()
-        onions = fresh_onions()
-        submit(intake, "alice", onions, OPENED_AT)
-        assert intake.check("alice", list(onions)) is None
-        assert intake.check("alice", tuple(onions)) is None
+        box = fresh_box()
+        submit(intake, "alice", box, OPENED_AT)
+        assert intake.check("alice", bytes(box)) is None
         assert intake.clients == 1
 
     def test_accept_is_idempotent(self) -> None:
         intake = make_entry()
-        onions = fresh_onions()
-        digest = intake.check("alice", onions)
+        digest = intake.check("alice", fresh_box())
         assert digest is not None
-        assert intake.accept("alice", onions, digest, OPENED_AT) is False
-        assert intake.accept("alice", onions, digest, OPENED_AT + 1) is False
-        assert intake.accept("alice", onions, digest, OPENED_AT + 2) is False
+        assert intake.accept("alice", digest, OPENED_AT) is False
+        assert intake.accept("alice", digest, OPENED_AT + 1) is False
+        assert intake.accept("alice", digest, OPENED_AT + 2) is False
         assert intake.clients == 1
         assert intake.status == "open"
 
     def test_repeated_accept_does_not_close_at_max(self) -> None:
         intake = make_entry(min_users=1, max_users=2)
-        onions = fresh_onions()
-        digest = intake.check("alice", onions)
+        digest = intake.check("alice", fresh_box())
         assert digest is not None
         for _ in range(3):
-            assert intake.accept("alice", onions, digest, OPENED_AT) is False
+            assert intake.accept("alice", digest, OPENED_AT) is False
         assert intake.status == "open"
-
-    def test_reordered_onions_are_a_different_submission(self) -> None:
-        intake = make_entry()
-        onions = fresh_onions()
-        submit(intake, "alice", onions, OPENED_AT)
-        with pytest.raises(DuplicateClient):
-            intake.check("alice", list(reversed(onions)))
 
     def test_accept_rechecks_client_accepted_meanwhile(self) -> None:
         intake = make_entry()
-        s1, s2 = fresh_onions(), fresh_onions()
-        d1 = intake.check("alice", s1)
-        d2 = intake.check("alice", s2)
+        d1 = intake.check("alice", fresh_box())
+        d2 = intake.check("alice", fresh_box())
         assert d1 is not None and d2 is not None
-        intake.accept("alice", s1, d1, OPENED_AT)
+        intake.accept("alice", d1, OPENED_AT)
         with pytest.raises(DuplicateClient):
-            intake.accept("alice", s2, d2, OPENED_AT)
+            intake.accept("alice", d2, OPENED_AT)
         assert intake.accepted == {"alice": d1}
 
     def test_accept_rechecks_replay_accepted_meanwhile(self) -> None:
         intake = make_entry()
-        shared = fresh_onion()
-        a = [shared, fresh_onion(), fresh_onion()]
-        b = [fresh_onion(), shared, fresh_onion()]
-        da = intake.check("alice", a)
-        db = intake.check("bob", b)
+        shared = fresh_box()
+        da = intake.check("alice", shared)
+        db = intake.check("bob", shared)
         assert da is not None and db is not None
-        intake.accept("alice", a, da, OPENED_AT)
+        intake.accept("alice", da, OPENED_AT)
         with pytest.raises(DuplicateClient):
-            intake.accept("bob", b, db, OPENED_AT)
+            intake.accept("bob", db, OPENED_AT)
         assert intake.clients == 1
-        # bob's other onions were not reserved by the failed accept
-        c = [b[0], b[2], fresh_onion()]
-        assert intake.check("carol", c) is not None
+
+    def test_release_frees_the_client_and_the_box(self) -> None:
+        intake = make_entry(min_users=1, max_users=1)
+        box = fresh_box()
+        digest = intake.check("alice", box)
+        assert digest is not None
+        assert intake.accept("alice", digest, OPENED_AT) is True
+        intake.release("alice", reopen=True)
+        assert intake.status == "open" and intake.clients == 0
+        assert intake.check("bob", box) is not None
 
     def test_accept_rechecks_round_closed_meanwhile(self) -> None:
         intake = make_entry(min_users=1, max_users=1)
-        a, b = fresh_onions(), fresh_onions()
-        da = intake.check("alice", a)
-        db = intake.check("bob", b)
+        da = intake.check("alice", fresh_box())
+        db = intake.check("bob", fresh_box())
         assert da is not None and db is not None
-        assert intake.accept("alice", a, da, OPENED_AT) is True
+        assert intake.accept("alice", da, OPENED_AT) is True
         with pytest.raises(RoundClosed):
-            intake.accept("bob", b, db, OPENED_AT)
+            intake.accept("bob", db, OPENED_AT)
         assert intake.clients == 1
 
     def test_exact_retry_after_close_is_still_accepted(self) -> None:
         # alice's submission closes the round; her ack is lost and she retries.
         intake = make_entry(min_users=1, max_users=1)
-        onions = fresh_onions()
-        assert submit(intake, "alice", onions, OPENED_AT) is True
+        box = fresh_box()
+        assert submit(intake, "alice", box, OPENED_AT) is True
         assert intake.status == "closed"
-        assert intake.check("alice", onions) is None
+        assert intake.check("alice", box) is None
 
 
 # ================================================================== EntryIntake: closing policy
@@ -318,16 +274,16 @@ class TestEntryRetry:
 class TestEntryClosing:
     def test_closes_at_max_users_exactly_once(self) -> None:
         intake = make_entry(min_users=2, max_users=3)
-        results = [submit(intake, f"c{i}", fresh_onions(), OPENED_AT + i) for i in range(3)]
+        results = [submit(intake, f"c{i}", fresh_box(), OPENED_AT + i) for i in range(3)]
         assert results == [False, False, True]
         assert intake.status == "closed"
         assert intake.clients == 3
         assert intake.next_timer() is None
         with pytest.raises(RoundClosed):
-            intake.check("late", fresh_onions())
-        onions = fresh_onions()
+            intake.check("late", fresh_box())
+        box = fresh_box()
         with pytest.raises(RoundClosed):
-            intake.accept("late", onions, onion_digest(onions), OPENED_AT + 5)
+            intake.accept("late", submission_digest(box), OPENED_AT + 5)
         assert intake.clients == 3
         # polling a closed round changes nothing, before or after the deadline
         assert intake.poll(OPENED_AT + 5) == "closed"
@@ -335,13 +291,13 @@ class TestEntryClosing:
 
     def test_closes_at_max_before_deadline_even_if_min_equals_max(self) -> None:
         intake = make_entry(min_users=2, max_users=2)
-        assert submit(intake, "a", fresh_onions(), OPENED_AT) is False
-        assert submit(intake, "b", fresh_onions(), OPENED_AT) is True
+        assert submit(intake, "a", fresh_box(), OPENED_AT) is False
+        assert submit(intake, "b", fresh_box(), OPENED_AT) is True
 
     def test_deadline_with_enough_clients_closes_via_poll(self) -> None:
         intake = make_entry(min_users=2, max_users=5)
-        submit(intake, "a", fresh_onions(), OPENED_AT + 1)
-        submit(intake, "b", fresh_onions(), OPENED_AT + 2)
+        submit(intake, "a", fresh_box(), OPENED_AT + 1)
+        submit(intake, "b", fresh_box(), OPENED_AT + 2)
         assert intake.poll(OPENED_AT + 5) == "open"
         assert intake.poll(DEADLINE - 1e-6) == "open"
         assert intake.status == "open"
@@ -355,41 +311,41 @@ class TestEntryClosing:
         self, below_min: BelowMin
     ) -> None:
         intake = make_entry(min_users=1, max_users=5, below_min=below_min)
-        submit(intake, "a", fresh_onions(), OPENED_AT)
+        submit(intake, "a", fresh_box(), OPENED_AT)
         assert intake.poll(DEADLINE + 3) == "closed"
 
     def test_accept_after_deadline_with_enough_clients_closes_immediately(self) -> None:
         # the deadline passed but poll has not run yet: the accept itself closes the round
         intake = make_entry(min_users=2, max_users=5)
-        assert submit(intake, "a", fresh_onions(), OPENED_AT) is False
-        assert submit(intake, "b", fresh_onions(), DEADLINE + 0.5) is True
+        assert submit(intake, "a", fresh_box(), OPENED_AT) is False
+        assert submit(intake, "b", fresh_box(), DEADLINE + 0.5) is True
         assert intake.status == "closed"
 
     def test_below_min_wait_stays_open_then_closes_at_min(self) -> None:
         intake = make_entry(min_users=3, max_users=5, below_min="wait")
-        submit(intake, "a", fresh_onions(), OPENED_AT)
+        submit(intake, "a", fresh_box(), OPENED_AT)
         assert intake.poll(DEADLINE) == "open"
         assert intake.poll(DEADLINE + 1000) == "open"
         # still accepting after the deadline
-        assert submit(intake, "b", fresh_onions(), DEADLINE + 1001) is False
+        assert submit(intake, "b", fresh_box(), DEADLINE + 1001) is False
         assert intake.status == "open"
         assert intake.poll(DEADLINE + 1002) == "open"
         # the accept that reaches min_users closes the round at once
-        assert submit(intake, "c", fresh_onions(), DEADLINE + 1003) is True
+        assert submit(intake, "c", fresh_box(), DEADLINE + 1003) is True
         assert status_of(intake) == "closed"
         assert intake.clients == 3
         with pytest.raises(RoundClosed):
-            intake.check("d", fresh_onions())
+            intake.check("d", fresh_box())
 
     def test_below_min_wait_with_no_clients(self) -> None:
         intake = make_entry(min_users=1, max_users=5, below_min="wait")
         assert intake.poll(DEADLINE + 50) == "open"
-        assert submit(intake, "a", fresh_onions(), DEADLINE + 51) is True
+        assert submit(intake, "a", fresh_box(), DEADLINE + 51) is True
 
     def test_below_min_abort(self) -> None:
         intake = make_entry(min_users=3, max_users=5, below_min="abort")
-        submit(intake, "a", fresh_onions(), OPENED_AT)
-        submit(intake, "b", fresh_onions(), OPENED_AT)
+        submit(intake, "a", fresh_box(), OPENED_AT)
+        submit(intake, "b", fresh_box(), OPENED_AT)
         assert intake.poll(DEADLINE - 0.5) == "open"
         assert intake.poll(DEADLINE) == "aborted"
         assert intake.status == "aborted"
@@ -397,10 +353,10 @@ class TestEntryClosing:
         # aborted is final
         assert intake.poll(DEADLINE + 1) == "aborted"
         with pytest.raises(RoundClosed):
-            intake.check("c", fresh_onions())
-        onions = fresh_onions()
+            intake.check("c", fresh_box())
+        box = fresh_box()
         with pytest.raises(RoundClosed):
-            intake.accept("c", onions, onion_digest(onions), DEADLINE + 2)
+            intake.accept("c", submission_digest(box), DEADLINE + 2)
         assert intake.status == "aborted"
 
     def test_abort_with_zero_clients(self) -> None:
@@ -410,20 +366,20 @@ class TestEntryClosing:
     def test_before_deadline_below_min_accept_never_closes(self) -> None:
         intake = make_entry(min_users=3, max_users=5)
         for i in range(2):
-            assert submit(intake, f"c{i}", fresh_onions(), DEADLINE - 1) is False
+            assert submit(intake, f"c{i}", fresh_box(), DEADLINE - 1) is False
         assert intake.status == "open"
 
     def test_next_timer_is_deadline_while_open(self) -> None:
         intake = make_entry(opened_at=50.0, deadline_seconds=2.5)
         assert intake.next_timer() == 52.5
-        submit(intake, "a", fresh_onions(), 51.0)
+        submit(intake, "a", fresh_box(), 51.0)
         assert intake.next_timer() == 52.5
         intake.poll(52.0)
         assert intake.next_timer() == 52.5
 
     def test_next_timer_none_after_close_and_abort(self) -> None:
         closed = make_entry(min_users=1, max_users=1)
-        submit(closed, "a", fresh_onions(), OPENED_AT)
+        submit(closed, "a", fresh_box(), OPENED_AT)
         assert closed.next_timer() is None
         aborted = make_entry(below_min="abort")
         aborted.poll(DEADLINE)
@@ -438,43 +394,43 @@ class TestEntryClosing:
 
     def test_release_undoes_an_accept(self) -> None:
         intake = make_entry()
-        onions = fresh_onions()
-        assert submit(intake, "alice", onions, OPENED_AT) is False
-        intake.release("alice", onions, reopen=False)
+        box = fresh_box()
+        assert submit(intake, "alice", box, OPENED_AT) is False
+        intake.release("alice", reopen=False)
         assert intake.clients == 0
         assert intake.accepted == {}
-        # the client and its onions are free again
-        assert intake.check("alice", fresh_onions()) is not None
-        assert intake.check("bob", onions) is not None
+        # the client and its box are free again
+        assert intake.check("alice", fresh_box()) is not None
+        assert intake.check("bob", box) is not None
 
     @pytest.mark.parametrize("reopen", [True, False])
     def test_release_of_the_closing_accept(self, reopen: bool) -> None:
         intake = make_entry(min_users=1, max_users=2)
-        submit(intake, "a", fresh_onions(), OPENED_AT)
-        onions = fresh_onions()
-        assert submit(intake, "b", onions, OPENED_AT) is True
-        intake.release("b", onions, reopen=reopen)
+        submit(intake, "a", fresh_box(), OPENED_AT)
+        box = fresh_box()
+        assert submit(intake, "b", box, OPENED_AT) is True
+        intake.release("b", reopen=reopen)
         assert intake.clients == 1
         assert status_of(intake) == ("open" if reopen else "closed")
 
     def test_release_of_an_unknown_client_changes_nothing(self) -> None:
         intake = make_entry()
-        submit(intake, "alice", fresh_onions(), OPENED_AT)
-        intake.release("nobody", [], reopen=True)
+        submit(intake, "alice", fresh_box(), OPENED_AT)
+        intake.release("nobody", reopen=True)
         assert intake.clients == 1
         assert intake.status == "open"
 
     def test_restore_registers_without_closing(self) -> None:
         intake = make_entry(min_users=1, max_users=2)
-        onions = fresh_onions()
-        digest = onion_digest(onions)
+        box = fresh_box()
+        digest = submission_digest(box)
         intake.restore("alice", digest)
         assert intake.clients == 1
         assert intake.status == "open"
         # the restored client's exact retry is recognised
-        assert intake.check("alice", onions) is None
+        assert intake.check("alice", box) is None
         with pytest.raises(DuplicateClient):
-            intake.check("alice", fresh_onions())
+            intake.check("alice", fresh_box())
         # poll then applies the deadline to the restored count
         assert intake.poll(DEADLINE) == "closed"
 
@@ -494,7 +450,7 @@ class EntryIntakeMachine(RuleBasedStateMachine):
         super().__init__()
         self.intake: EntryIntake
         self.now = 0.0
-        self.submissions: dict[str, list[bytes]] = {}
+        self.submissions: dict[str, bytes] = {}
         self.ids = itertools.count()
 
     @initialize(
@@ -508,7 +464,7 @@ class EntryIntakeMachine(RuleBasedStateMachine):
         self, min_users: int, extra: int, deadline: float, below_min: BelowMin, opened_at: float
     ) -> None:
         policy = RoundPolicy(min_users, min_users + extra, deadline, below_min)
-        self.intake = EntryIntake(7, M, ONION_LEN, policy, opened_at)
+        self.intake = EntryIntake(7, M, BOX_LEN, policy, opened_at)
         self.now = opened_at
 
     @property
@@ -522,16 +478,16 @@ class EntryIntakeMachine(RuleBasedStateMachine):
     @rule()
     def submit_new(self) -> None:
         client = f"client-{next(self.ids)}"
-        onions = fresh_onions()
+        box = fresh_box()
         if self.intake.status != "open":
             with pytest.raises(RoundClosed):
-                self.intake.check(client, onions)
+                self.intake.check(client, box)
             return
         before = self.intake.clients
-        digest = self.intake.check(client, onions)
-        assert digest == onion_digest(onions)
-        closed = self.intake.accept(client, onions, digest, self.now)
-        self.submissions[client] = onions
+        digest = self.intake.check(client, box)
+        assert digest == submission_digest(box)
+        closed = self.intake.accept(client, digest, self.now)
+        self.submissions[client] = box
         n = before + 1
         assert self.intake.clients == n
         should_close = n >= self.policy.max_users or (
@@ -544,18 +500,18 @@ class EntryIntakeMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def retry(self, data: st.DataObject) -> None:
         client = data.draw(st.sampled_from(sorted(self.submissions)))
-        onions = self.submissions[client]
+        box = self.submissions[client]
         if self.intake.status == "aborted":
             with pytest.raises(RoundClosed):
-                self.intake.check(client, onions)
+                self.intake.check(client, box)
             return
         if self.intake.status == "closed":
             # an exact retry of an accepted submission is acknowledged again after closing
-            assert self.intake.check(client, onions) is None
+            assert self.intake.check(client, box) is None
             return
         before = self.intake.clients
-        assert self.intake.check(client, onions) is None
-        assert self.intake.accept(client, onions, onion_digest(onions), self.now) is False
+        assert self.intake.check(client, box) is None
+        assert self.intake.accept(client, submission_digest(box), self.now) is False
         assert self.intake.clients == before
         assert self.intake.status == "open"
 
@@ -563,14 +519,11 @@ class EntryIntakeMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def replay(self, data: st.DataObject) -> None:
         victim = data.draw(st.sampled_from(sorted(self.submissions)))
-        stolen = data.draw(st.sampled_from(self.submissions[victim]))
-        onions = fresh_onions()
-        onions[data.draw(st.integers(0, M - 1))] = stolen
         expected: type[MixnetError] = (
             DuplicateClient if self.intake.status == "open" else RoundClosed
         )
         with pytest.raises(expected):
-            self.intake.check(f"client-{next(self.ids)}", onions)
+            self.intake.check(f"client-{next(self.ids)}", self.submissions[victim])
 
     @rule()
     def poll(self) -> None:
@@ -642,14 +595,14 @@ def test_never_closes_below_min_property(
     min_users: int, extra: int, below_min: BelowMin, ops: list[tuple[str, float]]
 ) -> None:
     policy = RoundPolicy(min_users, min_users + extra, 10.0, below_min)
-    intake = EntryIntake(1, M, ONION_LEN, policy, 0.0)
+    intake = EntryIntake(1, M, BOX_LEN, policy, 0.0)
     now = 0.0
     for i, (op, dt) in enumerate(ops):
         now += dt
         if op == "poll":
             intake.poll(now)
         elif intake.status == "open":
-            submit(intake, f"c{i}", fresh_onions(), now)
+            submit(intake, f"c{i}", fresh_box(), now)
         assert intake.clients <= policy.max_users
         if intake.status == "closed":
             assert intake.clients >= policy.min_users
@@ -662,7 +615,7 @@ PLEN = 8
 
 
 def payloads(k: int) -> list[bytes]:
-    return [fresh_onion()[-PLEN:] for _ in range(k)]
+    return [fresh_box()[-PLEN:] for _ in range(k)]
 
 
 def make_batch() -> BatchIntake:
@@ -1089,44 +1042,22 @@ class TestSplitChunks:
         assert [p for c in chunks for p in c] == items
 
 
-# ================================================================== onion_digest
+# ================================================================== submission_digest
 
 
-class TestOnionDigest:
+class TestSubmissionDigest:
     def test_deterministic_and_32_bytes(self) -> None:
-        onions = [b"one", b"two", b"three"]
-        d = onion_digest(onions)
+        d = submission_digest(b"box")
         assert isinstance(d, bytes) and len(d) == 32
-        assert onion_digest(list(onions)) == d
-        assert onion_digest(tuple(onions)) == d
-
-    def test_order_matters(self) -> None:
-        assert onion_digest([b"a", b"b"]) != onion_digest([b"b", b"a"])
+        assert submission_digest(b"box") == d
 
     def test_content_matters(self) -> None:
-        assert onion_digest([b"a", b"b"]) != onion_digest([b"a", b"c"])
-        assert onion_digest([b"\x00" * 16]) != onion_digest([b"\x00" * 15 + b"\x01"])
+        assert submission_digest(b"\x00" * 16) != submission_digest(b"\x00" * 15 + b"\x01")
 
-    def test_length_prefixed(self) -> None:
-        digests = {
-            onion_digest([b"ab", b"c"]),
-            onion_digest([b"a", b"bc"]),
-            onion_digest([b"abc"]),
-            onion_digest([b"abc", b""]),
-            onion_digest([b"", b"abc"]),
-        }
-        assert len(digests) == 5
-        assert onion_digest([]) != onion_digest([b""])
-        assert onion_digest([b""]) != onion_digest([b"", b""])
-
-    def test_not_a_plain_hash_of_the_concatenation(self) -> None:
+    def test_personalised(self) -> None:
         import hashlib
 
-        assert onion_digest([b"abc"]) != hashlib.blake2b(b"abc", digest_size=32).digest()
-
-    @given(
-        a=st.lists(st.binary(max_size=8), max_size=4),
-        b=st.lists(st.binary(max_size=8), max_size=4),
-    )
-    def test_injective_on_lists(self, a: list[bytes], b: list[bytes]) -> None:
-        assert (onion_digest(a) == onion_digest(b)) == (a == b)
+        assert submission_digest(b"abc") != hashlib.blake2b(b"abc", digest_size=32).digest()
+        assert submission_digest(b"abc") == hashlib.blake2b(
+            b"abc", digest_size=32, person=b"mixnet-submit"
+        ).digest()

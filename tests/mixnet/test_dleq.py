@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nacl import bindings
-from nacl.public import PrivateKey, PublicKey, SealedBox
+from nacl.public import PrivateKey
 
 from mixnet import dleq
 from mixnet.dleq import (
@@ -26,15 +26,13 @@ from mixnet.dleq import (
     edwards_y_to_montgomery,
     lift_to_edwards,
     montgomery_to_edwards_y,
-    open_sealed_box_with_shared_secret,
     prove_shared_secret,
-    sealed_box_key,
-    sealed_box_nonce,
     validate_ephemeral_public,
     validate_public_key,
     verify_shared_secret,
 )
 from mixnet.errors import BadLength, BadSignature, DecryptionFailed
+from mixnet.onion import binding_data, open_layer_with_secret, seal_layer
 
 P = FIELD_PRIME
 CTX = b"chain=test;round=7;hop=1;item=3"
@@ -549,39 +547,30 @@ def test_field_maps_match_libsodium() -> None:
         montgomery_to_edwards_y(True)
 
 
-# --------------------------------------------------------------------------- sealed boxes
+# --------------------------------------------------------------------------- onion layers
 
 
-@settings(max_examples=30, deadline=None)
-@given(k=st.binary(min_size=32, max_size=32), e=st.binary(min_size=32, max_size=32))
-def test_sealed_box_key_is_crypto_box_beforenm(k: bytes, e: bytes) -> None:
-    public = bytes(bindings.crypto_scalarmult_base(e))
-    s = bytes(bindings.crypto_scalarmult(k, public))
-    assert sealed_box_key(s) == bindings.crypto_box_beforenm(public, k)
-
-
-def test_revealed_secret_rebuilds_the_sealed_box() -> None:
+def test_revealed_secret_opens_the_layer() -> None:
     mix = PrivateKey.generate()
     k, public = bytes(mix), bytes(mix.public_key)
-    box = SealedBox(PublicKey(public)).encrypt(b"layer plaintext")
-    e = box[:32]
+    ad = binding_data(chain_id="test", round_id=7, hop_index=1)
+    layer = seal_layer(b"layer plaintext", public, chain_id="test", round_id=7, hop_index=1)
+    e = layer[:32]
     proof = prove_shared_secret(k, e, context=CTX)
     verify_shared_secret(public, e, proof.shared_secret, proof.to_bytes(), context=CTX)
-    assert open_sealed_box_with_shared_secret(box, public, proof.shared_secret) == (
-        b"layer plaintext"
-    )
-    assert len(sealed_box_nonce(e, public)) == 24
-    # A tampered box, or one made for another key, provably does not open.
-    tampered = box[:-1] + bytes([box[-1] ^ 1])
-    foreign = SealedBox(PrivateKey.generate().public_key).encrypt(b"not for this mix")
-    for bad_box in (tampered, foreign):
-        e_bad = bad_box[:32]
+    assert open_layer_with_secret(layer, public, proof.shared_secret, ad) == b"layer plaintext"
+    # A tampered layer, or one made for another key, provably does not open.
+    tampered = layer[:-1] + bytes([layer[-1] ^ 1])
+    foreign = seal_layer(
+        b"not for this mix", bytes(PrivateKey.generate().public_key),
+        chain_id="test", round_id=7, hop_index=1,
+    )  # fmt: skip
+    for bad in (tampered, foreign):
+        e_bad = bad[:32]
         bad_proof = prove_shared_secret(k, e_bad, context=CTX)
         verify_shared_secret(public, e_bad, bad_proof.shared_secret, bad_proof.to_bytes(),
                              context=CTX)  # fmt: skip
         with pytest.raises(DecryptionFailed):
-            open_sealed_box_with_shared_secret(bad_box, public, bad_proof.shared_secret)
+            open_layer_with_secret(bad, public, bad_proof.shared_secret, ad)
     with pytest.raises(BadLength):
-        open_sealed_box_with_shared_secret(box[:47], public, proof.shared_secret)
-    with pytest.raises(InvalidPoint):
-        sealed_box_key(bytes(32))
+        open_layer_with_secret(layer[:47], public, proof.shared_secret, ad)

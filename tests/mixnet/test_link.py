@@ -39,7 +39,7 @@ from mixnet.link import (
     system_uniform,
 )
 from mixnet.tls import TlsError, client_context
-from mixnet.wire import decode_frame, encode_frame, error_frame
+from mixnet.wire import WIRE_VERSION, decode_frame, encode_frame, error_frame
 
 MAX = 1 << 16
 FAST = Backoff(base=0.01, cap=0.05)
@@ -169,7 +169,7 @@ async def test_dropped_connection_resends_the_identical_frame(
         await link.close()
     assert len(received) == 2
     assert received[0] == received[1]  # the same bytes, not a re-encoding with fresh data
-    assert reply == {"v": 1, "type": "done", "size": len(received[0])}
+    assert reply == {"v": WIRE_VERSION, "type": "done", "size": len(received[0])}
     assert len(sleeps.delays) == 1 and 0 <= sleeps.delays[0] <= FAST.ceiling(0)
     failures = [r for r in caplog.records if r.name == "mixnet.link"]
     assert len(failures) == 1

@@ -38,7 +38,7 @@ from mixnet.core.entry import (
     Stored,
     SubmitPeeled,
 )
-from mixnet.core.intake import item_digest, onion_digest
+from mixnet.core.intake import item_digest, submission_digest
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import (
     AckOutbound,
@@ -90,7 +90,7 @@ from mixnet.frames import (
     Trace,
 )
 from mixnet.keys import RoundKeyAnnouncement
-from tests.mixnet.chain_harness import MemoryChain, Node
+from tests.mixnet.chain_harness import MemoryChain, Node, fake_peel
 
 S = RoundStatus
 A = TypeVar("A")
@@ -98,11 +98,11 @@ A = TypeVar("A")
 NOW = 1000.0
 DEADLINE_S = 10.0
 HOPS = 3  # mix1 (entry), mix2, mix3, then the sink
-M = 2  # onions per submission
+M = 2  # inner onions per submission box
 LAYER = 8  # bytes one (fake) onion layer adds
 VALUE = 8  # bytes of a plaintext payload
-ENTRY_ONION = VALUE + LAYER * HOPS
 RELAY_ITEM = VALUE + LAYER * (HOPS - 1)  # what mix2 receives
+ENTRY_BOX = LAYER + M * RELAY_ITEM  # a submission: one fake layer around M inner onions
 #: min 2, max 3 users; below the minimum at the deadline the round aborts; chunks of 2
 POLICY = RoundPolicy(2, 3, DEADLINE_S, "abort", chunk_size=2)
 
@@ -159,8 +159,14 @@ def item(length: int) -> bytes:
     return (next(_fresh).to_bytes(8, "big") * (length // 8 + 1))[:length]
 
 
-def peel(items: Sequence[bytes]) -> list[bytes | MixnetError]:
-    return [i[:-LAYER] for i in items]
+def peel(items: Sequence[bytes], split: int = 1) -> list[bytes | MixnetError]:
+    return fake_peel(items, split)
+
+
+def box(inner: Sequence[bytes] | None = None) -> bytes:
+    """A fake submission box around ``inner`` (default: ``M`` distinct relay items)."""
+    items = inner if inner is not None else [item(RELAY_ITEM) for _ in range(M)]
+    return b"".join(items) + item(LAYER)
 
 
 # ---------------------------------------------------------------------------- entry
@@ -169,7 +175,7 @@ def peel(items: Sequence[bytes]) -> list[bytes | MixnetError]:
 def make_entry(policy: RoundPolicy = POLICY, hops: int = HOPS) -> tuple[EntryMachine, Keys]:
     keys = Keys("mix1", 1)
     m = EntryMachine(
-        name="mix1", hops=hops, messages=M, onion_length=ENTRY_ONION, policy=policy, keys=keys
+        name="mix1", hops=hops, messages=M, box_length=ENTRY_BOX, policy=policy, keys=keys
     )
     return m, keys
 
@@ -183,7 +189,7 @@ def restore_entry(
         name="mix1",
         hops=HOPS,
         messages=M,
-        onion_length=ENTRY_ONION,
+        box_length=ENTRY_BOX,
         policy=policy,
         keys=Keys("mix1", 1),
     )
@@ -199,13 +205,13 @@ def open_entry(policy: RoundPolicy = POLICY, now: float = NOW) -> tuple[EntryMac
 
 
 def submit_frame(client: str, round_id: int = 1) -> Submit:
-    return Submit(round_id, client, tuple(item(ENTRY_ONION) for _ in range(M)))
+    return Submit(round_id, client, box())
 
 
 def peel_submission(m: EntryMachine, frame: Submit, now: float = NOW) -> list[Action]:
     """on_submit, then peeled: the actions after the peel (the store write first)."""
     p = one(m.on_submit(frame), Peel)
-    return m.peeled(p.token, peel(p.items), now)
+    return m.peeled(p.token, peel(p.items, p.split), now)
 
 
 def store(m: EntryMachine, frame: Submit, now: float = NOW) -> list[Action]:
@@ -218,7 +224,7 @@ def store(m: EntryMachine, frame: Submit, now: float = NOW) -> list[Action]:
 
 
 def payloads_of(frame: Submit) -> tuple[bytes, ...]:
-    return tuple(o[:-LAYER] for o in frame.onions)
+    return tuple(p for p in fake_peel([frame.box], M) if isinstance(p, bytes))
 
 
 def confirm(m: EntryMachine, round_id: int, now: float = NOW) -> list[Action]:
@@ -413,19 +419,19 @@ class TestEntrySubmissions:
     def test_a_submission_is_acknowledged_after_it_is_stored(self) -> None:
         m, _ = open_entry()
         frame = submit_frame("alice")
-        digest = onion_digest(frame.onions)
-        token = SubmitPeeled(1, "alice", digest, frame.onions)
-        assert m.on_submit(frame) == [Peel(1, frame.onions, token)]
+        digest = submission_digest(frame.box)
+        token = SubmitPeeled(1, "alice", digest)
+        assert m.on_submit(frame) == [Peel(1, (frame.box,), token, split=M)]
         offer = m.offer()
         assert offer is not None and offer.clients == 0
-        acts = m.peeled(token, peel(frame.onions), NOW + 1)
+        acts = m.peeled(token, peel([frame.box], M), NOW + 1)
         sub = Submission("alice", digest, payloads_of(frame))
         assert acts == [
-            Persist((AddSubmission(1, sub),), token=Stored(1, "alice", digest, frame.onions))
+            Persist((AddSubmission(1, sub),), token=Stored(1, "alice", digest))
         ]
         offer = m.offer()
         assert offer is not None and offer.clients == 1  # counted once peeled
-        assert m.persisted(Stored(1, "alice", digest, frame.onions), NOW + 1) == [
+        assert m.persisted(Stored(1, "alice", digest), NOW + 1) == [
             Reply(Accepted(1, "alice"))
         ]
         assert m.status(1) is S.OPEN
@@ -450,9 +456,9 @@ class TestEntrySubmissions:
         frame = submit_frame("alice")
         first = one(m.on_submit(frame), Peel)
         second = one(m.on_submit(frame), Peel)  # not counted yet: peeled again
-        acts = m.peeled(first.token, peel(first.items), NOW)
+        acts = m.peeled(first.token, peel(first.items, first.split), NOW)
         assert isinstance(acts[0], Persist) and isinstance(acts[0].token, Stored)
-        assert m.peeled(second.token, peel(second.items), NOW) == [
+        assert m.peeled(second.token, peel(second.items, second.split), NOW) == [
             Persist((), token=AwaitStored(1, "alice"))
         ]
 
@@ -479,8 +485,7 @@ class TestEntrySubmissions:
         with pytest.raises(InternalError):
             m.persist_failed(persist.token, NOW)
         assert m.on_submit(frame) == [
-            Peel(1, frame.onions, SubmitPeeled(1, "alice", onion_digest(frame.onions),
-                                               frame.onions))
+            Peel(1, (frame.box,), SubmitPeeled(1, "alice", submission_digest(frame.box)), split=M)
         ]
 
     def test_a_different_submission_of_an_accepted_client_is_refused(self) -> None:
@@ -494,9 +499,9 @@ class TestEntrySubmissions:
         first, second = submit_frame("alice"), submit_frame("alice")
         p1 = one(m.on_submit(first), Peel)
         p2 = one(m.on_submit(second), Peel)  # neither is counted yet
-        assert isinstance(m.peeled(p1.token, peel(p1.items), NOW)[0], Persist)
+        assert isinstance(m.peeled(p1.token, peel(p1.items, p1.split), NOW)[0], Persist)
         with pytest.raises(DuplicateClient):
-            m.peeled(p2.token, peel(p2.items), NOW)
+            m.peeled(p2.token, peel(p2.items, p2.split), NOW)
         offer = m.offer()
         assert offer is not None and offer.clients == 1
 
@@ -511,8 +516,8 @@ class TestEntrySubmissions:
         m, _ = open_entry()
         frame = submit_frame("alice")
         p = one(m.on_submit(frame), Peel)
-        results = peel(p.items)
-        results[1] = DecryptionFailed("onion 1 does not open")
+        results = peel(p.items, p.split)
+        results[1] = DecryptionFailed("the box does not open")
         with pytest.raises(DecryptionFailed):
             m.peeled(p.token, results, NOW)
         offer = m.offer()
@@ -748,7 +753,7 @@ def round_record(
 
 def stored_submission(client: str, round_id: int) -> tuple[Submit, Submission]:
     frame = submit_frame(client, round_id)
-    return frame, Submission(client, onion_digest(frame.onions), payloads_of(frame))
+    return frame, Submission(client, submission_digest(frame.box), payloads_of(frame))
 
 
 class TestEntryRestore:
@@ -987,7 +992,7 @@ def receive(
     acts = machine.on_batch(frame)
     if isinstance(machine, RelayMachine):
         p = one(acts, Peel)
-        acts = machine.peeled(p.token, peel(p.items), NOW)
+        acts = machine.peeled(p.token, peel(p.items, p.split), NOW)
     persist = acts[-1]
     assert isinstance(persist, Persist)
     return acts, persist
@@ -1146,7 +1151,7 @@ class TestRelayIntake:
         copy = relay.on_batch(frame)
         p = one(copy, Peel)
         assert list(p.items) == [x, y]  # a retransmission is not a replay of itself
-        assert relay.peeled(p.token, peel(p.items), NOW) == [
+        assert relay.peeled(p.token, peel(p.items, p.split), NOW) == [
             Persist((), token=AwaitChunk(5, 0))
         ]
         assert relay.persisted(original.token, NOW) == [Reply(BatchAck(5, 0))]
@@ -1616,22 +1621,26 @@ def test_relays_and_the_sink_forget_finished_rounds_beyond_the_window() -> None:
 
 
 def test_a_replayed_onion_is_refused_after_an_entry_restart() -> None:
-    """The entry mix's onion filter lives in memory; after a restart it is rebuilt from the
-    stored payloads (equal onions peel to equal payloads), so an onion of a stored submission
-    resent under another client id is still refused."""
+    """The entry mix's replay filters live in memory; after a restart they are rebuilt from
+    the stored submissions: a replayed box (its digest) and a box that repeats an inner
+    onion of a stored submission (equal onions peel to equal payloads) are refused under
+    another client id."""
     m, _ = open_entry()
     a = submit_frame("a")
     store(m, a)
-    sub = Submission("a", onion_digest(a.onions), payloads_of(a))
+    sub = Submission("a", submission_digest(a.box), payloads_of(a))
     records = NodeRecords(
         rounds=(round_record(1, S.OPEN, deadline=NOW + DEADLINE_S),),
         submissions={1: (sub,)},
         receipts={1: {"a": sub.digest}},
     )
     restored, _ = restore_entry(records)
-    replay = Submit(1, "mallory", (a.onions[0], item(ENTRY_ONION)))
+    with pytest.raises(DuplicateClient):
+        restored.on_submit(Submit(1, "mallory", a.box))
+    inner = a.box[:-LAYER]
+    replay = Submit(1, "mallory", box([inner[:RELAY_ITEM], item(RELAY_ITEM)]))
     p = one(restored.on_submit(replay), Peel)
     with pytest.raises(DuplicateClient):
-        restored.peeled(p.token, peel(p.items), NOW)
+        restored.peeled(p.token, peel(p.items, p.split), NOW)
     fresh = one(restored.on_submit(submit_frame("b")), Peel)
-    assert isinstance(restored.peeled(fresh.token, peel(fresh.items), NOW)[0], Persist)
+    assert isinstance(restored.peeled(fresh.token, peel(fresh.items, fresh.split), NOW)[0], Persist)

@@ -134,8 +134,8 @@ async def test_an_exact_retry_after_a_restart_of_the_entry_mix_is_counted_once(
         )
         async with client:
             info = await client.current_round()
-            onions = client.wrap(payloads([7, 8]), info)
-            frame = {"type": "submit", "round": info.round_id, "client": "alice", "onions": onions}
+            box = client.wrap(payloads([7, 8]), info)
+            frame = {"type": "submit", "round": info.round_id, "client": "alice", "box": box}
             first = await client._entry[0].request(frame)
             assert first["type"] == "accepted"
             entry = chain.mixes[0]

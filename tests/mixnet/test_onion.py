@@ -1,21 +1,30 @@
-"""Tests for mixnet.onion: layered sealed-box onions bound to (chain, round, hop)."""
+"""Tests for mixnet.onion: 48-byte AEAD layers bound to (chain, round, hop), and the
+submission box of the entry layer."""
 
 from __future__ import annotations
 
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
+import nacl.bindings
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nacl.public import PrivateKey, SealedBox
+from nacl import bindings
+from nacl.public import PrivateKey
 
-from mixnet.errors import BadLength, BindingMismatch, DecryptionFailed, MixnetError
+from mixnet.errors import BadLength, DecryptionFailed, MixnetError
 from mixnet.onion import (
     LAYER_OVERHEAD,
-    binding_tag,
+    binding_data,
+    layer_key,
     onion_length,
+    open_layer_with_secret,
     peel_many,
+    seal_layer,
+    submission_length,
     wrap,
+    wrap_submission,
 )
 from tests.mixnet.peeling import peel
 
@@ -49,10 +58,13 @@ def peel_through(onion: bytes, keys: list[PrivateKey], payload_len: int) -> byte
     return onion
 
 
-def test_layer_overhead_is_sealed_box_plus_tag() -> None:
-    assert LAYER_OVERHEAD == 64
-    assert onion_length(16, 3) == 16 + 3 * 64
+def test_layer_overhead_is_ephemeral_key_plus_tag() -> None:
+    assert LAYER_OVERHEAD == 48
+    assert onion_length(16, 3) == 16 + 3 * 48
     assert onion_length(0, 0) == 0
+    # the default plan's submission (7 messages of 3 bytes, 3 mixes): 741 bytes, not 1,365
+    assert submission_length(3, 3, 7) == 48 + 7 * (3 + 2 * 48) == 741
+    assert submission_length(3, 1, 7) == 48 + 21
 
 
 @pytest.mark.parametrize("bad", [(-1, 1), (1, -1), (True, 1), (1.0, 1), (1, 1 << 17)])
@@ -99,10 +111,10 @@ def test_wrong_key_fails_decryption() -> None:
     ("chain_id", "round_id", "hop_index"),
     [("other-chain", ROUND, 0), (CHAIN, ROUND + 1, 0), (CHAIN, ROUND, 1)],
 )
-def test_binding_mismatch(chain_id: str, round_id: int, hop_index: int) -> None:
+def test_wrong_binding_fails_authentication(chain_id: str, round_id: int, hop_index: int) -> None:
     key = PrivateKey.generate()
     onion = wrap(b"p" * 16, [bytes(key.public_key)], chain_id=CHAIN, round_id=ROUND)
-    with pytest.raises(BindingMismatch) as info:
+    with pytest.raises(DecryptionFailed) as info:
         peel(
             onion,
             key,
@@ -111,14 +123,14 @@ def test_binding_mismatch(chain_id: str, round_id: int, hop_index: int) -> None:
             hop_index=hop_index,
             expected_length=len(onion),
         )
-    assert info.value.code == "binding-mismatch"
+    assert info.value.code == "decryption-failed"
 
 
 def test_layers_are_bound_to_their_hop() -> None:
     # The same key at two hops: peeling the outer layer as hop 1 must fail.
     key = PrivateKey.generate()
     onion = wrap(b"p" * 16, [bytes(key.public_key)] * 2, chain_id=CHAIN, round_id=ROUND)
-    with pytest.raises(BindingMismatch):
+    with pytest.raises(DecryptionFailed):
         peel(onion, key, **peel_args(hop=1, length=len(onion)))  # type: ignore[arg-type]
 
 
@@ -131,11 +143,12 @@ def test_wrong_length_is_refused_before_decryption(
     altered = onion[:delta] if delta < 0 else onion + b"\x00" * delta
     calls: list[bytes] = []
 
-    def spy(self: object, ciphertext: bytes, *args: object, **kwargs: object) -> bytes:
-        calls.append(ciphertext)
-        raise AssertionError("decrypt must not be called")
+    def spy(*args: object) -> bytes:
+        calls.append(b"")
+        raise AssertionError("no cryptography may run on a wrong-length item")
 
-    monkeypatch.setattr(SealedBox, "decrypt", spy)
+    monkeypatch.setattr(nacl.bindings, "crypto_scalarmult", spy)
+    monkeypatch.setattr(nacl.bindings, "crypto_aead_chacha20poly1305_ietf_decrypt", spy)
     with pytest.raises(BadLength) as info:
         peel(altered, key, **peel_args(length=len(onion)))  # type: ignore[arg-type]
     assert info.value.code == "bad-length"
@@ -148,7 +161,7 @@ def test_non_bytes_onion_is_bad_length() -> None:
         peel(bytearray(80), key, **peel_args())  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("position", [0, 31, 32, 47, 48, 63, 64, 79])
+@pytest.mark.parametrize("position", [0, 31, 32, 47, 48, 63])
 def test_tampered_byte_fails_decryption(position: int) -> None:
     key = PrivateKey.generate()
     onion = bytearray(wrap(b"p" * 16, [bytes(key.public_key)], chain_id=CHAIN, round_id=ROUND))
@@ -168,7 +181,7 @@ def test_peel_many_mixes_good_and_bad_items() -> None:
     results = peel_many(items, key, **peel_args())  # type: ignore[arg-type]
     assert results[0] == b"\x00" * 16
     assert isinstance(results[1], BadLength)
-    assert isinstance(results[2], BindingMismatch)
+    assert isinstance(results[2], DecryptionFailed)
     assert isinstance(results[3], DecryptionFailed)
     assert results[4] == b"\x02" * 16
 
@@ -201,7 +214,6 @@ def test_peel_many_error_items_are_mixnet_errors() -> None:
     [
         ("text", [bytes(32)], {}, TypeError),
         (bytearray(4), [bytes(32)], {}, TypeError),
-        (b"p", [], {}, ValueError),
         (b"p", bytes(32), {}, TypeError),
         (b"p", [b"short"], {}, ValueError),
         (b"p", ["x" * 32], {}, TypeError),
@@ -226,17 +238,16 @@ def test_wrap_refuses_low_order_public_key() -> None:
         wrap(b"p", [bytes(PrivateKey.generate().public_key), bytes(32)], chain_id=CHAIN, round_id=1)
 
 
-def test_binding_tag_separates_fields() -> None:
-    tags = {
-        binding_tag(chain_id=c, round_id=r, hop_index=h)
+def test_binding_data_separates_fields() -> None:
+    data = {
+        binding_data(chain_id=c, round_id=r, hop_index=h)
         for c in ("a", "ab", "b")
         for r in (0, 1, 1 << 63)
         for h in (0, 1, 65535)
     }
-    assert len(tags) == 27
-    assert all(len(tag) == 16 for tag in tags)
+    assert len(data) == 27
     with pytest.raises(ValueError):
-        binding_tag(chain_id="a", round_id=0, hop_index=1 << 16)
+        binding_data(chain_id="a", round_id=0, hop_index=1 << 16)
 
 
 @settings(max_examples=40, deadline=None)
@@ -255,3 +266,94 @@ def test_round_trip_property(payload: bytes, hops: int, round_id: int) -> None:
             onion, key, chain_id=CHAIN, round_id=round_id, hop_index=hop, expected_length=expected
         )
     assert onion == payload
+
+
+def test_wrap_with_no_keys_is_the_payload() -> None:
+    assert wrap(b"p", [], chain_id=CHAIN, round_id=ROUND) == b"p"
+
+
+def test_layer_is_x25519_blake2b_chacha20poly1305() -> None:
+    """An independent opening from the primitives (the format in the module docstring)."""
+    key = PrivateKey.generate()
+    public = bytes(key.public_key)
+    layer = seal_layer(b"inner bytes", public, chain_id=CHAIN, round_id=ROUND, hop_index=2)
+    ephemeral = layer[:32]
+    shared = bindings.crypto_scalarmult(bytes(key), ephemeral)
+    okm = hashlib.blake2b(shared + ephemeral + public, digest_size=44, person=b"mixnet-layer-v2")
+    digest = okm.digest()
+    ad = binding_data(chain_id=CHAIN, round_id=ROUND, hop_index=2)
+    assert layer_key(shared, ephemeral, public) == (digest[:32], digest[32:])
+    aead_key, nonce = digest[:32], digest[32:]
+    inner = bindings.crypto_aead_chacha20poly1305_ietf_decrypt(layer[32:], ad, nonce, aead_key)
+    assert inner == b"inner bytes"
+    assert open_layer_with_secret(layer, public, shared, ad) == b"inner bytes"
+    with pytest.raises(DecryptionFailed):
+        open_layer_with_secret(layer, public, bytes(32), ad)
+    wrong_ad = binding_data(chain_id=CHAIN, round_id=ROUND, hop_index=1)
+    with pytest.raises(DecryptionFailed):
+        open_layer_with_secret(layer, public, shared, wrong_ad)
+    with pytest.raises(BadLength):
+        open_layer_with_secret(layer[:47], public, shared, ad)
+
+
+def test_low_order_ephemeral_key_fails_decryption() -> None:
+    key = PrivateKey.generate()
+    onion = bytes(32) + b"\x00" * 32  # u = 0: X25519 gives all zeros, libsodium refuses
+    with pytest.raises(DecryptionFailed):
+        peel(onion, key, **peel_args(length=len(onion)))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("hops", [1, 2, 3])
+def test_submission_box_opens_into_the_inner_onions(hops: int) -> None:
+    keys = make_keys(hops)
+    payloads = [bytes([i]) * 3 for i in range(7)]
+    box = wrap_submission(payloads, publics(keys), chain_id=CHAIN, round_id=ROUND)
+    assert len(box) == submission_length(3, hops, 7)
+    items = peel_many(
+        [box], keys[0], chain_id=CHAIN, round_id=ROUND, hop_index=0,
+        expected_length=len(box), split=7,
+    )  # fmt: skip
+    assert len(items) == 7
+    for payload, item in zip(payloads, items, strict=True):
+        assert isinstance(item, bytes)
+        assert len(item) == onion_length(3, hops - 1)
+        for hop in range(1, hops):
+            item = peel(
+                item, keys[hop], chain_id=CHAIN, round_id=ROUND, hop_index=hop,
+                expected_length=onion_length(3, hops - hop),
+            )  # fmt: skip
+        assert item == payload
+
+
+def test_a_bad_box_fails_as_a_whole() -> None:
+    keys = make_keys(2)
+    box = wrap_submission([b"abc"] * 4, publics(keys), chain_id=CHAIN, round_id=ROUND)
+    tampered = box[:-1] + bytes([box[-1] ^ 1])
+    results = peel_many(
+        [tampered, box[:-1]], keys[0], chain_id=CHAIN, round_id=ROUND, hop_index=0,
+        expected_length=len(box), split=4,
+    )  # fmt: skip
+    assert len(results) == 8
+    assert all(isinstance(r, DecryptionFailed) for r in results[:4])
+    assert all(isinstance(r, BadLength) for r in results[4:])
+
+
+def test_split_must_divide_the_content() -> None:
+    with pytest.raises(ValueError):
+        peel_many([], PrivateKey.generate(), **peel_args(length=LAYER_OVERHEAD + 10), split=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        peel_many([], PrivateKey.generate(), **peel_args(length=LAYER_OVERHEAD), split=2)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("payloads", "error"),
+    [([], ValueError), (b"abc", TypeError), ([b"ab", b"abc"], ValueError), (["abc"], TypeError)],
+)
+def test_wrap_submission_validates(payloads: object, error: type[Exception]) -> None:
+    pub = publics(make_keys(2))
+    with pytest.raises(error):
+        wrap_submission(payloads, pub, chain_id=CHAIN, round_id=ROUND)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        wrap_submission([b"abc"], [], chain_id=CHAIN, round_id=ROUND)
+    with pytest.raises(ValueError, match="hop 0"):
+        wrap_submission([b"abc"], [bytes(32)], chain_id=CHAIN, round_id=ROUND)

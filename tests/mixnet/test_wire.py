@@ -101,7 +101,8 @@ def test_declared_length_beyond_limit_is_malformed() -> None:
         decode_frame(data, max_size=64)
 
 
-VALID = raw({"v": 1, "type": "t"})
+V = WIRE_VERSION
+VALID = raw({"v": V, "type": "t"})
 
 
 @pytest.mark.parametrize(
@@ -115,19 +116,19 @@ VALID = raw({"v": 1, "type": "t"})
         (VALID + VALID, MalformedFrame, "trailing"),
         (raw([1, 2]), MalformedFrame, "must be a map"),
         (raw("type"), MalformedFrame, "must be a map"),
-        (raw({"v": 1, "type": "t", "x": msgpack.ExtType(3, b"ab")}), MalformedFrame, "extension"),
-        (raw({"v": 1, "type": "t", "x": [msgpack.Timestamp(1, 0)]}), MalformedFrame, "Timestamp"),
+        (raw({"v": V, "type": "t", "x": msgpack.ExtType(3, b"ab")}), MalformedFrame, "extension"),
+        (raw({"v": V, "type": "t", "x": [msgpack.Timestamp(1, 0)]}), MalformedFrame, "Timestamp"),
         (raw(msgpack.ExtType(1, b"")), MalformedFrame, "extension"),
-        (raw({"v": 2, "type": "t"}), UnsupportedVersion, "version 2"),
+        (raw({"v": 1, "type": "t"}), UnsupportedVersion, "version 1"),
         (raw({"v": 0, "type": "t"}), UnsupportedVersion, ""),
         (raw({"type": "t"}), MalformedFrame, "'v'"),
         (raw({"v": True, "type": "t"}), MalformedFrame, "'v'"),
         (raw({"v": "1", "type": "t"}), MalformedFrame, "'v'"),
-        (raw({"v": 1}), MalformedFrame, "'type'"),
-        (raw({"v": 1, "type": b"t"}), MalformedFrame, "'type'"),
-        (raw({"v": 1, "type": "t", 7: 1}), MalformedFrame, ""),
-        (raw({"v": 1, "type": "t", b"k": 1}), MalformedFrame, "keys must be str"),
-        (raw({"v": 1, "type": "t", "m": {b"k": 1}}), MalformedFrame, "keys must be str"),
+        (raw({"v": WIRE_VERSION}), MalformedFrame, "'type'"),
+        (raw({"v": WIRE_VERSION, "type": b"t"}), MalformedFrame, "'type'"),
+        (raw({"v": WIRE_VERSION, "type": "t", 7: 1}), MalformedFrame, ""),
+        (raw({"v": WIRE_VERSION, "type": "t", b"k": 1}), MalformedFrame, "keys must be str"),
+        (raw({"v": WIRE_VERSION, "type": "t", "m": {b"k": 1}}), MalformedFrame, "keys must be str"),
         (b"\x83\xa1v\x01\xa4type\xa1t\xa1v\x01", MalformedFrame, "duplicate"),
         (b"\x82\xa1v\x01\xa4type\xa2\xff\xfe", MalformedFrame, "invalid msgpack"),
         (b"\x91" * 5000 + b"\xc0", MalformedFrame, ""),
@@ -188,7 +189,7 @@ def test_decode_mutated_frames_only_raises_mixnet_errors(
     value: dict[str, object], cut: int, flip: int
 ) -> None:
     # Start from structurally plausible msgpack, then truncate and flip a byte.
-    data = bytearray(raw({"v": 1, "type": "t", **value}))
+    data = bytearray(raw({"v": WIRE_VERSION, "type": "t", **value}))
     data = data[: max(1, len(data) - cut % len(data))]
     data[flip % len(data)] ^= 0x5A
     with contextlib.suppress(MixnetError):
@@ -200,7 +201,7 @@ def test_decode_mutated_frames_only_raises_mixnet_errors(
 
 FRAME: dict[str, object] = {
     "type": "t",
-    "v": 1,
+    "v": WIRE_VERSION,
     "name": "mix-a",
     "n": 5,
     "flag": True,
@@ -257,7 +258,8 @@ def test_accessor_errors_name_the_field(call: object, error: type[MixnetError], 
 def test_error_frame_round_trip(cls: type[MixnetError]) -> None:
     sent = cls("something went wrong")
     frame = decode_frame(encode_frame(error_frame(sent)), max_size=MAX)
-    assert frame == {"v": 1, "type": "error", "code": cls.code, "reason": "something went wrong"}
+    reason = "something went wrong"
+    assert frame == {"v": WIRE_VERSION, "type": "error", "code": cls.code, "reason": reason}
     with pytest.raises(cls) as info:
         raise_for_error(frame)
     assert type(info.value) is cls
@@ -273,7 +275,7 @@ def test_unknown_error_code_gives_base_error() -> None:
 
 
 def test_raise_for_error_ignores_other_frames() -> None:
-    raise_for_error({"type": "ack", "v": 1})
+    raise_for_error({"type": "ack", "v": WIRE_VERSION})
 
 
 @pytest.mark.parametrize(
