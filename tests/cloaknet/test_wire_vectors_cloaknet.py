@@ -1,6 +1,7 @@
-"""Known-answer tests of cloaknet's part of the wire format (``docs/wire.md``): the share
-width and byte order, Algorithm 1 with fixed random shares, the ``[protocol]`` table, the
-payload check, D_{N,p}, and the analyzer's result object.
+"""Known-answer tests of cloaknet's part of the wire format (``docs/wire.md``, wire version
+2): the share width and byte order, Algorithm 1 with fixed random shares and the payloads it
+puts in a submission box, the ``[protocol]`` table, the payload check, D_{N,p}, and the
+analyzer's result object.
 
 The vectors are the ``cloaknet`` section of ``tests/mixnet/wire_vectors.json`` (regenerated
 deliberately with ``scripts/wire_vectors.py``); the mixnet's vectors are checked in
@@ -120,11 +121,21 @@ def test_algorithm_1_with_fixed_shares() -> None:
     assert [encode_share(y, modulus).hex() for y in shares] == vector["payloads"]
 
 
-def test_the_onions_carry_the_encoded_shares() -> None:
-    alice = [o for o in VECTORS["onions"] if o["client"] == "alice"]
-    assert [o["payload"] for o in sorted(alice, key=lambda o: o["index"])] == (
-        CLOAK["encoder"]["payloads"]
-    )
+def test_the_submission_box_carries_the_encoded_shares() -> None:
+    """Alice's submission box (docs/wire.md § 9.3) holds one inner onion per payload of
+    Algorithm 1, in order; mallory's holds the invalid payload the trace excludes."""
+    [alice] = [s for s in VECTORS["submissions"] if s["client"] == CLOAK["encoder"]["client"]]
+    assert alice["payloads"] == CLOAK["encoder"]["payloads"]
+    assert [o["payload"] for o in alice["inner_onions"]] == CLOAK["encoder"]["payloads"]
+    [mallory] = [s for s in VECTORS["submissions"] if s["client"] == "mallory"]
+    accused = VECTORS["trace"]["accused"]
+    assert mallory["payloads"][accused["index"]] == CLOAK["invalid_payloads"][0]
+    valid = payload_validator(protocol())
+    assert [valid(bytes.fromhex(p)) for p in mallory["payloads"]] == [True, True, False, True]
+    # the one-mix chain's box holds valid payloads of the same width
+    solo = VECTORS["one_mix"]
+    assert solo["payload_length"] == share_width(int(CLOAK["encoder"]["modulus"]))
+    assert all(valid(bytes.fromhex(p)) for p in solo["submission"]["payloads"])
 
 
 def test_truncated_discrete_laplace_pmf() -> None:

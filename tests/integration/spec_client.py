@@ -1,25 +1,29 @@
 """A minimal cloaknet client written from the specification alone.
 
-This module was written from ``docs/wire.md`` (wire version 1), with ``docs/chainfile.md``,
+This module was written from ``docs/wire.md`` (wire version 2), with ``docs/chainfile.md``,
 ``docs/protocol.md`` and ``README.md`` for context, and checked against the known-answer
 vectors in ``tests/mixnet/wire_vectors.json``. It does not import (and was written without
 reading) the ``cloaknet`` or ``mixnet`` packages: it uses only the Python standard library,
-``msgpack``, ``websockets`` and PyNaCl.
+``msgpack``, ``websockets`` and PyNaCl (libsodium's X25519, ChaCha20-Poly1305-IETF and
+Ed25519 through ``nacl.bindings`` / ``nacl.signing``).
 
 What it does, by section of ``docs/wire.md``:
 
 * § 2 / § 11.1 — read the chain file (TOML): chain id, the mixes in order with their URLs
   and Ed25519 identity keys, the analyzer's URL and the explicit ``[protocol]`` parameters
   (modulus ``N``, precision ``k``, messages ``m``).
-* § 4 — frames are msgpack maps with text keys, ``v = 1``; bytes are bin, text is str.
+* § 4 — frames are msgpack maps with text keys, ``v = 2``; bytes are bin, text is str.
 * § 8.3 — verify every round-key announcement against the chain file's identity keys, in
   chain order.
 * § 11.2, § 11.3 — encode a value ``x`` into ``m`` shares mod ``N`` (sum-preserving mode:
   no noise), each a fixed-width big-endian payload.
-* § 9 — wrap each payload in one sealed-box layer per mix, innermost (last mix) first, each
-  layer's plaintext starting with the 16-byte binding tag.
-* § 6.1, § 10 — ``get-round`` / ``submit`` at the entry mix, resending the identical frame
-  bytes on a lost connection and re-encoding only after ``round-closed`` / ``unknown-round``.
+* § 9 — every layer is ``E || ChaCha20-Poly1305(key, nonce, AD, inner)`` with
+  ``key || nonce = BLAKE2b-352["mixnet-layer-v2"](S || E || K)`` and the binding data ``AD``
+  of (chain, round, hop) as associated data; each payload is wrapped for hops ``L−1 … 1``
+  and the ``m`` inner onions go, concatenated, into one layer for hop 0: the submission box.
+* § 6.1, § 10 — ``get-round`` / ``submit {round, client, box}`` at the entry mix, resending
+  the identical frame bytes on a lost connection and re-encoding only after ``round-closed``
+  / ``unknown-round``; the receipt is the box's submission digest.
 * § 6.2, § 12 — ``subscribe`` at the analyzer until the round's ``result``.
 
 :func:`check_vectors` rebuilds the byte-level constructions from the vectors file.
@@ -51,11 +55,15 @@ import nacl.signing
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 ANNOUNCEMENT_DOMAIN = b"mixnet/round-key-announcement/v1"
-BINDING_DOMAIN = b"mixnet/onion-layer-binding/v1"
+BINDING_DOMAIN = b"mixnet/onion-layer/v2"
+KDF_PERSON = b"mixnet-layer-v2"
 LINK_DOMAIN = b"mixnet/link-authentication/v1"
-LAYER_OVERHEAD = 64  # 32 (E) + 16 (MAC) + 16 (binding tag)
+SUBMISSION_DOMAIN = b"mixnet/submission/v1"
+TOKEN_DOMAIN = b"mixnet/admission-token/v1"
+STEP_DOMAIN = b"mixnet/blame-step/v1"
+LAYER_OVERHEAD = 48  # 32 (E) + 16 (Poly1305 tag); the binding is associated data
 MAX_REPLY_BYTES = 1 << 20  # § 3: the reference client refuses replies over 1 MiB
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -144,8 +152,8 @@ class Chain:
         return len(self.mixes)
 
     @property
-    def onion_length(self) -> int:
-        return onion_length(self.protocol.payload_length, self.hops)
+    def submission_length(self) -> int:
+        return submission_length(self.protocol.payload_length, self.hops, self.protocol.messages)
 
 
 def _require(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
@@ -347,34 +355,49 @@ def encode_value(x: float, protocol: Protocol,
 # --------------------------------------------------------------------------- § 9 onions
 
 
-def binding_message(chain_id: str, round_id: int, hop: int) -> bytes:
+def binding_data(chain_id: str, round_id: int, hop: int) -> bytes:
+    """§ 9.1: ``AD(chain_id, round, i)``, the associated data of hop ``i``'s layer."""
     return lp(BINDING_DOMAIN) + lp(chain_id.encode("utf-8")) + u64be(round_id) + u16be(hop)
 
 
-def binding_tag(chain_id: str, round_id: int, hop: int) -> bytes:
-    """§ 9.1: ``T(chain_id, round, i)``, BLAKE2b-128."""
-    return blake2b(binding_message(chain_id, round_id, hop), 128)
+def layer_key(shared: bytes, ephemeral: bytes, recipient: bytes) -> tuple[bytes, bytes]:
+    """§ 9.2 step 3: ``key || nonce = BLAKE2b-352["mixnet-layer-v2"](S || E || K)``."""
+    okm = blake2b(shared + ephemeral + recipient, 352, person=KDF_PERSON)
+    return okm[:32], okm[32:]
 
 
-def onion_length(payload_length: int, hops: int) -> int:
-    """§ 9.3: ``w + 64·L``."""
-    return payload_length + LAYER_OVERHEAD * hops
+def onion_length(payload_length: int, layers: int) -> int:
+    """§ 9.3: ``w + 48·n``."""
+    return payload_length + LAYER_OVERHEAD * layers
+
+
+def submission_length(payload_length: int, hops: int, messages: int) -> int:
+    """§ 9.3: ``48 + m·(w + 48·(L − 1))``."""
+    return LAYER_OVERHEAD + messages * onion_length(payload_length, hops - 1)
 
 
 @dataclass(frozen=True)
 class Layer:
     """Every intermediate value of one layer (§ 9.2), for the vector checks."""
 
+    hop: int
     ephemeral_public: bytes
     shared_secret: bytes
-    box_key: bytes
+    kdf_input: bytes
+    key: bytes
     nonce: bytes
+    associated_data: bytes
     plaintext: bytes
-    sealed: bytes
+    ciphertext: bytes
+
+    @property
+    def layer(self) -> bytes:
+        return self.ephemeral_public + self.ciphertext
 
 
-def seal_layer(recipient: bytes, plaintext: bytes, ephemeral_secret: bytes | None = None) -> Layer:
-    """§ 9.2: libsodium's ``crypto_box_seal`` of ``plaintext`` to ``recipient``, step by step."""
+def seal_layer(recipient: bytes, inner: bytes, chain_id: str, round_id: int, hop: int,
+               ephemeral_secret: bytes | None = None) -> Layer:
+    """§ 9.2: ``layer(hop, recipient, inner)``, step by step."""
     e = os.urandom(32) if ephemeral_secret is None else ephemeral_secret
     E = nacl.bindings.crypto_scalarmult_base(e)
     try:
@@ -383,44 +406,132 @@ def seal_layer(recipient: bytes, plaintext: bytes, ephemeral_secret: bytes | Non
         raise SpecClientError("round key is unusable (all-zero shared secret)") from exc
     if not any(S):
         raise SpecClientError("round key is unusable (all-zero shared secret)")
-    key = nacl.bindings.crypto_box_beforenm(recipient, e)  # HSalsa20(S, 0^16)
-    nonce = blake2b(E + recipient, 192)
-    boxed = nacl.bindings.crypto_secretbox(plaintext, nonce, key)  # MAC || C
-    return Layer(E, S, key, nonce, plaintext, E + boxed)
+    key, nonce = layer_key(S, E, recipient)
+    ad = binding_data(chain_id, round_id, hop)
+    ciphertext = nacl.bindings.crypto_aead_chacha20poly1305_ietf_encrypt(inner, ad, nonce, key)
+    return Layer(hop, E, S, S + E + recipient, key, nonce, ad, inner, ciphertext)
 
 
-def wrap_layers(payload: bytes, chain_id: str, round_id: int, round_keys: Sequence[bytes],
-                ephemeral_secrets: Sequence[bytes] | None = None) -> list[Layer]:
-    """§ 9.3: wrap innermost first; returns the layers in hop order (hop 0 first)."""
-    hops = len(round_keys)
-    if ephemeral_secrets is not None and len(ephemeral_secrets) != hops:
-        raise SpecClientError("wrap: need one ephemeral secret per hop")
-    layers: list[Layer] = []
-    inner = payload
-    for i in reversed(range(hops)):
-        plaintext = binding_tag(chain_id, round_id, i) + inner
-        eph = None if ephemeral_secrets is None else ephemeral_secrets[i]
-        layer = seal_layer(round_keys[i], plaintext, eph)
-        layers.append(layer)
-        inner = layer.sealed
-    layers.reverse()
-    return layers
+def open_with_secret(layer: bytes, shared: bytes, recipient: bytes, chain_id: str,
+                     round_id: int, hop: int) -> bytes:
+    """§ 9.2 "Opening" and § 13.1, from the shared secret ``S``: the inner bytes, or
+    :class:`SpecClientError` if the layer does not authenticate."""
+    if len(layer) < LAYER_OVERHEAD:
+        raise SpecClientError("layer shorter than 48 bytes")
+    key, nonce = layer_key(shared, layer[:32], recipient)
+    ad = binding_data(chain_id, round_id, hop)
+    try:
+        return bytes(nacl.bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
+            layer[32:], ad, nonce, key))
+    except nacl.exceptions.CryptoError as exc:
+        raise SpecClientError("decryption-failed: the layer does not authenticate") from exc
 
 
-def wrap(payload: bytes, chain_id: str, round_id: int, round_keys: Sequence[bytes]) -> bytes:
-    """One onion for one payload, with fresh ephemeral secrets."""
-    return wrap_layers(payload, chain_id, round_id, round_keys)[0].sealed
+def open_layer(layer: bytes, round_secret: bytes, chain_id: str, round_id: int, hop: int) -> bytes:
+    """§ 9.2 "Opening" as mix ``hop`` does it, with its round secret key."""
+    if len(layer) < LAYER_OVERHEAD:
+        raise SpecClientError("layer shorter than 48 bytes")
+    try:
+        S = nacl.bindings.crypto_scalarmult(round_secret, layer[:32])
+    except Exception as exc:  # an all-zero shared secret
+        raise SpecClientError("decryption-failed: all-zero shared secret") from exc
+    K = nacl.bindings.crypto_scalarmult_base(round_secret)
+    return open_with_secret(layer, S, K, chain_id, round_id, hop)
 
 
-def onion_digest(onions: Sequence[bytes]) -> bytes:
-    """§ 9.4: the submission digest (BLAKE2b-256, personalisation ``mixnet-submit``)."""
-    data = b"".join(lp(o) for o in onions)
-    return blake2b(data, 256, person=b"mixnet-submit")
+@dataclass(frozen=True)
+class Submission:
+    """A submission box (§ 9.3) with every layer: ``inner[j]`` are inner onion ``j``'s
+    layers in hop order (hop 1 first; empty with one mix)."""
+
+    payloads: tuple[bytes, ...]
+    inner: tuple[tuple[Layer, ...], ...]
+    box_layer: Layer
+
+    @property
+    def box(self) -> bytes:
+        return self.box_layer.layer
+
+    @property
+    def items(self) -> list[bytes]:
+        """The inner onions (the hop-1 items; with one mix, the payloads)."""
+        return [layers[0].layer if layers else payload
+                for layers, payload in zip(self.inner, self.payloads, strict=True)]
+
+
+def wrap_submission(payloads: Sequence[bytes], chain_id: str, round_id: int,
+                    round_keys: Sequence[bytes],
+                    ephemeral_secrets: Mapping[tuple[int, int], bytes] | None = None
+                    ) -> Submission:
+    """§ 9.3: each payload wrapped for hops ``L−1 … 1`` (innermost first), then one layer for
+    hop 0 around the concatenated inner onions. ``ephemeral_secrets`` (for the vectors) maps
+    ``(j, hop)`` to the secret of payload ``j``'s layer at ``hop``, and ``(-1, 0)`` to the
+    box's; by default every layer gets fresh OS randomness."""
+    if not payloads or len({len(p) for p in payloads}) != 1:
+        raise SpecClientError("wrap: need payloads of one length")
+    if not round_keys:
+        raise SpecClientError("wrap: need at least one round key")
+    secrets_ = ephemeral_secrets or {}
+    inner: list[tuple[Layer, ...]] = []
+    onions: list[bytes] = []
+    for j, payload in enumerate(payloads):
+        layers: list[Layer] = []
+        o = payload
+        for i in reversed(range(1, len(round_keys))):
+            layer = seal_layer(round_keys[i], o, chain_id, round_id, i, secrets_.get((j, i)))
+            layers.append(layer)
+            o = layer.layer
+        layers.reverse()
+        inner.append(tuple(layers))
+        onions.append(o)
+    box_layer = seal_layer(round_keys[0], b"".join(onions), chain_id, round_id, 0,
+                           secrets_.get((-1, 0)))
+    result = Submission(tuple(payloads), tuple(inner), box_layer)
+    expected = submission_length(len(payloads[0]), len(round_keys), len(payloads))
+    if len(result.box) != expected:
+        raise SpecClientError("internal: box of the wrong length")
+    return result
+
+
+def cut(plaintext: bytes, messages: int) -> list[bytes]:
+    """§ 9.3: the entry mix cuts an opened box into ``m`` consecutive equal items."""
+    if messages < 1 or len(plaintext) % messages:
+        raise SpecClientError("box content does not divide into m items")
+    n = len(plaintext) // messages
+    return [plaintext[j * n:(j + 1) * n] for j in range(messages)]
+
+
+def submission_digest(box: bytes) -> bytes:
+    """§ 9.4: ``BLAKE2b-256["mixnet-submit"](box)``."""
+    return blake2b(box, 256, person=b"mixnet-submit")
 
 
 def item_digest(item: bytes) -> bytes:
     """§ 9.4: BLAKE2b-128 of an item."""
     return blake2b(item, 128)
+
+
+def admission_fields(client_seed: bytes, chain_id: str, round_id: int, box: bytes,
+                     token: bytes | None = None) -> dict[str, Any]:
+    """§ 6.1 "Admission": the ``client``, ``credential``, ``signature`` (and ``token``)
+    fields of a ``submit`` frame signed with the client's Ed25519 seed."""
+    key = nacl.signing.SigningKey(client_seed)
+    credential = bytes(key.verify_key)
+    message = (lp(SUBMISSION_DOMAIN) + lp(chain_id.encode("utf-8")) + u64be(round_id)
+               + lp(submission_digest(box)))
+    fields: dict[str, Any] = {
+        "client": base64.b64encode(credential).decode("ascii"),
+        "credential": credential,
+        "signature": key.sign(message).signature,
+    }
+    if token is not None:
+        fields["token"] = token
+    return fields
+
+
+def token_bytes(chain_id: str, credential: bytes, expires: int) -> bytes:
+    """§ 6.1 "Admission": the bytes an issuer signs for a token."""
+    return lp(TOKEN_DOMAIN) + lp(chain_id.encode("utf-8")) + lp(credential) + u64be(expires)
 
 
 # --------------------------------------------------------------------------- § 4 frames
@@ -559,7 +670,7 @@ class OpenRound:
 
 @dataclass(frozen=True)
 class Receipt:
-    """§ 10 step 6: ``(round, client, onion_digest(onions))``."""
+    """§ 10 step 6: ``(round, client, submission_digest(box))``."""
 
     round_id: int
     client: str
@@ -619,11 +730,11 @@ async def submit_value(chain: Chain, entry: Link, x: float, *, max_reencodes: in
     for attempt in range(max_reencodes):
         open_round = await get_round(chain, entry)
         payloads = encode_value(x, chain.protocol)
-        onions = [wrap(p, chain.chain_id, open_round.round_id, open_round.keys) for p in payloads]
-        if any(len(o) != chain.onion_length for o in onions):
-            raise SpecClientError("internal: onion of the wrong length")
+        box = wrap_submission(payloads, chain.chain_id, open_round.round_id, open_round.keys).box
+        if len(box) != chain.submission_length:
+            raise SpecClientError("internal: box of the wrong length")
         client = secrets.token_hex(16)
-        frame = encode_frame("submit", round=open_round.round_id, client=client, onions=onions)
+        frame = encode_frame("submit", round=open_round.round_id, client=client, box=box)
         reply = await entry.request(frame)  # resends these exact bytes on a lost connection
         try:
             _expect(reply, "accepted")
@@ -634,7 +745,7 @@ async def submit_value(chain: Chain, entry: Link, x: float, *, max_reencodes: in
             raise
         if reply.get("round") != open_round.round_id or reply.get("client") != client:
             raise SpecClientError(f"accepted: names {reply.get('round')!r}/{reply.get('client')!r}")
-        return Receipt(open_round.round_id, client, onion_digest(onions), frame)
+        return Receipt(open_round.round_id, client, submission_digest(box), frame)
     raise SpecClientError(f"value {x!r}: no round took it after {max_reencodes} tries")
 
 
@@ -770,6 +881,63 @@ def _from_vector_fields(value: Any) -> Any:
     return value
 
 
+def _check_layer(where: str, got: Layer, want: Mapping[str, Any], recipient: bytes) -> None:
+    """Every value of a rebuilt layer (§ 9.2) against a layer vector."""
+    _same(f"{where} hop", got.hop, want["hop"])
+    _same(f"{where} recipient", recipient, _hex(want["recipient_public"]))
+    _same(f"{where} E", got.ephemeral_public, _hex(want["ephemeral_public"]))
+    _same(f"{where} S", got.shared_secret, _hex(want["shared_secret"]))
+    _same(f"{where} kdf input", got.kdf_input, _hex(want["kdf_input"]))
+    _same(f"{where} key", got.key, _hex(want["key"]))
+    _same(f"{where} nonce", got.nonce, _hex(want["nonce"]))
+    _same(f"{where} associated data", got.associated_data, _hex(want["associated_data"]))
+    _same(f"{where} plaintext", got.plaintext, _hex(want["plaintext"]))
+    _same(f"{where} ciphertext", got.ciphertext, _hex(want["ciphertext"]))
+    _same(f"{where} layer", got.layer, _hex(want["layer"]))
+    _same(f"{where} length", len(got.layer), len(got.plaintext) + LAYER_OVERHEAD)
+
+
+def _check_submission(label: str, vector: Mapping[str, Any], chain_id: str, round_id: int,
+                      publics: Sequence[bytes], secrets_: Sequence[bytes]) -> Submission:
+    """Rebuild a submission box (§ 9.3) with the vector's ephemeral secrets, compare every
+    layer, then open it as the mixes do (§ 9.3 "Peeling") down to the payloads."""
+    payloads = [_hex(p) for p in vector["payloads"]]
+    ephemerals: dict[tuple[int, int], bytes] = {
+        (-1, 0): _hex(vector["box_layer"]["ephemeral_secret"])}
+    for onion in vector.get("inner_onions", []):
+        for layer in onion["layers"]:
+            ephemerals[onion["index"], layer["hop"]] = _hex(layer["ephemeral_secret"])
+    built = wrap_submission(payloads, chain_id, round_id, publics, ephemerals)
+    _check_layer(f"{label} box", built.box_layer, vector["box_layer"], publics[0])
+    for j, layers in enumerate(built.inner):
+        if not layers:  # one mix: no inner layers
+            continue
+        want = vector["inner_onions"][j]
+        _same(f"{label} inner onion {j} payload", payloads[j], _hex(want["payload"]))
+        for got, want_layer in zip(layers, want["layers"], strict=True):
+            _check_layer(f"{label} inner onion {j} hop {got.hop}", got, want_layer,
+                         publics[got.hop])
+        _same(f"{label} inner onion {j}", layers[0].layer, _hex(want["onion"]))
+    _same(f"{label} box", built.box, _hex(vector["box"]))
+    _same(f"{label} box length", len(built.box),
+          submission_length(len(payloads[0]), len(publics), len(payloads)))
+    _same(f"{label} length", vector["length"], len(built.box))
+    _same(f"{label} submission digest", submission_digest(built.box),
+          _hex(vector["submission_digest"]))
+    # the entry mix opens the box and cuts it; each later mix opens its layer
+    items = cut(open_layer(built.box, secrets_[0], chain_id, round_id, 0), len(payloads))
+    _same(f"{label} items", items, [_hex(i) for i in vector["items"]])
+    _same(f"{label} items = inner onions", items, built.items)
+    for j, item in enumerate(items):
+        for hop in range(1, len(publics)):
+            item = open_layer(item, secrets_[hop], chain_id, round_id, hop)
+        _same(f"{label} payload {j} after peeling", item, payloads[j])
+    if "item_digests" in vector:
+        _same(f"{label} item digests", [item_digest(i) for i in items],
+              [_hex(d) for d in vector["item_digests"]])
+    return built
+
+
 def check_vectors(path: str | os.PathLike[str] = DEFAULT_VECTORS) -> list[str]:
     """Rebuild the vectors' byte-level constructions; raise :class:`VectorMismatch` on any
     difference. Returns the names of the checks that passed."""
@@ -777,10 +945,11 @@ def check_vectors(path: str | os.PathLike[str] = DEFAULT_VECTORS) -> list[str]:
     done: list[str] = []
     _same("wire_version", doc["wire_version"], WIRE_VERSION)
 
-    # chain: identity keys from seeds, round keys, onion lengths
+    # chain: identity keys from seeds, round keys, lengths (§ 9.3)
     vchain = doc["chain"]
     chain_id, round_id = vchain["id"], vchain["round"]
     round_keys = [_hex(m["round_public"]) for m in vchain["mixes"]]
+    round_secrets = [_hex(m["round_secret"]) for m in vchain["mixes"]]
     for m in vchain["mixes"]:
         signing = nacl.signing.SigningKey(_hex(m["identity_seed"]))
         _same(f"identity of {m['name']}", bytes(signing.verify_key), _hex(m["identity_public"]))
@@ -789,18 +958,19 @@ def check_vectors(path: str | os.PathLike[str] = DEFAULT_VECTORS) -> list[str]:
         _same(f"round key of {m['name']}",
               nacl.bindings.crypto_scalarmult_base(_hex(m["round_secret"])),
               _hex(m["round_public"]))
-    w, hops = vchain["payload_length"], len(vchain["mixes"])
-    _same("onion lengths", [onion_length(w, hops - i) for i in range(hops + 1)],
-          vchain["onion_lengths"])
+    w, hops, m_ = vchain["payload_length"], len(vchain["mixes"]), vchain["messages"]
+    _same("layer overhead", vchain["layer_overhead"], LAYER_OVERHEAD)
+    _same("submission length", submission_length(w, hops, m_), vchain["submission_length"])
+    _same("inner onion length", onion_length(w, hops - 1), vchain["inner_onion_length"])
+    later = [onion_length(w, hops - i) for i in range(1, hops + 1)]
+    _same("item lengths", [submission_length(w, hops, m_), *later], vchain["item_lengths"])
     done.append("chain")
 
-    # § 9.1 binding tags
-    for v in doc["binding_tags"]:
-        _same(f"binding message {v['hop']}", binding_message(v["chain_id"], v["round"], v["hop"]),
-              _hex(v["message"]))
-        _same(f"binding tag {v['hop']}", binding_tag(v["chain_id"], v["round"], v["hop"]),
-              _hex(v["tag"]))
-    done.append("binding_tags")
+    # § 9.1 binding data
+    for v in doc["binding_data"]:
+        _same(f"binding data {v['chain_id']}/{v['round']}/{v['hop']}",
+              binding_data(v["chain_id"], v["round"], v["hop"]), _hex(v["associated_data"]))
+    done.append("binding_data")
 
     # § 8.3 announcements (Ed25519 is deterministic: re-sign with the seed too)
     seeds = {m["name"]: _hex(m["identity_seed"]) for m in vchain["mixes"]}
@@ -822,37 +992,91 @@ def check_vectors(path: str | os.PathLike[str] = DEFAULT_VECTORS) -> list[str]:
           nacl.signing.SigningKey(seeds[v["node"]]).sign(signed).signature, _hex(v["signature"]))
     done.append("link_authentication")
 
-    # § 9.2, § 9.3 onions with the fixed ephemeral secrets, every layer
-    round_secrets = [_hex(m["round_secret"]) for m in vchain["mixes"]]
-    for onion in doc["onions"]:
-        label = f"onion {onion['client']}[{onion['index']}]"
-        layers = wrap_layers(_hex(onion["payload"]), chain_id, round_id, round_keys,
-                             [_hex(layer["ephemeral_secret"]) for layer in onion["layers"]])
-        for got, want in zip(layers, onion["layers"], strict=True):
-            where = f"{label} hop {want['hop']}"
-            _same(f"{where} recipient", round_keys[want["hop"]], _hex(want["recipient_public"]))
-            _same(f"{where} E", got.ephemeral_public, _hex(want["ephemeral_public"]))
-            _same(f"{where} S", got.shared_secret, _hex(want["shared_secret"]))
-            _same(f"{where} box key", got.box_key, _hex(want["box_key"]))
-            _same(f"{where} nonce", got.nonce, _hex(want["nonce"]))
-            _same(f"{where} tag", got.plaintext[:16], _hex(want["binding_tag"]))
-            _same(f"{where} plaintext", got.plaintext, _hex(want["plaintext"]))
-            _same(f"{where} sealed", got.sealed, _hex(want["sealed"]))
-            # the recipient opens it with libsodium's sealed-box opener
-            opened = nacl.bindings.crypto_box_seal_open(
-                got.sealed, round_keys[want["hop"]], round_secrets[want["hop"]])
-            _same(f"{where} opens", opened, got.plaintext)
-        _same(f"{label} onion", layers[0].sealed, _hex(onion["onion"]))
-        _same(f"{label} length", len(layers[0].sealed), onion_length(w, hops))
-    done.append("onions")
+    # § 9.2, § 9.3 the submission boxes with the fixed ephemeral secrets, every layer
+    submissions: dict[str, Submission] = {}
+    for vector in doc["submissions"]:
+        submissions[vector["client"]] = _check_submission(
+            vector["client"], vector, chain_id, round_id, round_keys, round_secrets)
+    done.append("submissions")
 
-    # § 9.4 submission digest and item digests
-    sub = doc["submission"]
-    sub_onions = [_hex(o) for o in sub["onions"]]
-    _same("onion digest", onion_digest(sub_onions), _hex(sub["onion_digest"]))
-    _same("item digests", [item_digest(o) for o in sub_onions],
-          [_hex(d) for d in sub["item_digests"]])
-    done.append("submission")
+    # a chain of one mix: the box holds the payloads
+    solo = doc["one_mix"]
+    solo_secret = _hex(solo["mix"]["round_secret"])
+    solo_public = nacl.bindings.crypto_scalarmult_base(solo_secret)
+    _same("one-mix round key", solo_public, _hex(solo["mix"]["round_public"]))
+    _same("one-mix submission length", submission_length(w, 1, solo["messages"]),
+          solo["submission_length"])
+    built = _check_submission("one-mix", solo["submission"], solo["chain_id"], solo["round"],
+                              [solo_public], [solo_secret])
+    _same("one-mix items are the payloads", built.items, list(built.payloads))
+    done.append("one_mix")
+
+    # § 9.1, § 9.2 a layer opens only with its key and binding
+    wb = doc["wrong_binding"]
+    mis = wb["misbound_layer"]
+    mix_secret = {m["name"]: _hex(m["round_secret"]) for m in vchain["mixes"]}
+    mix_public = {m["name"]: _hex(m["round_public"]) for m in vchain["mixes"]}
+    rebuilt = seal_layer(mix_public[mis["recipient"]], _hex(mis["plaintext"]), chain_id,
+                         round_id, mis["hop"], _hex(mis["ephemeral_secret"]))
+    _check_layer("misbound layer", rebuilt, mis, mix_public[mis["recipient"]])
+    for case in wb["openings"]:
+        where = f"opening {case['item']} by {case['key_of']} as {case['chain_id']}/" \
+                f"{case['round']}/{case['hop']}"
+        _same(f"{where} associated data", binding_data(case["chain_id"], case["round"],
+                                                       case["hop"]),
+              _hex(case["associated_data"]))
+        try:
+            inner = open_layer(_hex(case["layer"]), mix_secret[case["key_of"]],
+                               case["chain_id"], case["round"], case["hop"])
+        except SpecClientError:
+            _same(f"{where} outcome", "decryption-failed", case["result"])
+        else:
+            _same(f"{where} outcome", "ok", case["result"])
+            _same(f"{where} inner", inner, _hex(case["inner"]))
+    done.append("wrong_binding")
+
+    # § 13.1 trace steps: the context, and opening the layer with the revealed S
+    trace = doc["trace"]
+    accused = submissions[trace["accused"]["client"]].inner[trace["accused"]["index"]]
+    for step in trace["steps"]:
+        hop = step["hop"]
+        item = _hex(step["item"])
+        _same(f"step {hop} item", item, accused[hop - 1].layer)
+        ctx = (lp(STEP_DOMAIN) + lp(chain_id.encode("utf-8")) + u64be(round_id) + u16be(hop)
+               + blake2b(item, 256))
+        _same(f"step {hop} context", ctx, _hex(step["context"]))
+        S = nacl.bindings.crypto_scalarmult(round_secrets[hop], item[:32])
+        _same(f"step {hop} S", S, _hex(step["shared_secret"]))
+        key, nonce = layer_key(S, item[:32], round_keys[hop])
+        _same(f"step {hop} key", key, _hex(step["key"]))
+        _same(f"step {hop} nonce", nonce, _hex(step["nonce"]))
+        _same(f"step {hop} associated data", binding_data(chain_id, round_id, hop),
+              _hex(step["associated_data"]))
+        inner = open_with_secret(item, S, round_keys[hop], chain_id, round_id, hop)
+        _same(f"step {hop} inner", inner, _hex(step["inner"]))
+    last = _hex(trace["steps"][-1]["inner"])
+    if payload_is_valid(last, int(trace["validator"]["modulus"])):
+        raise VectorMismatch("the traced payload should be invalid")
+    done.append("trace")
+
+    # § 6.1 admission: the token and the submission signature (Ed25519 is deterministic)
+    adm = doc["admission"]
+    issuer = nacl.signing.SigningKey(_hex(adm["issuer_seed"]))
+    credential = bytes(nacl.signing.SigningKey(_hex(adm["client_seed"])).verify_key)
+    tsigned = token_bytes(adm["chain_id"], credential, adm["expires"])
+    _same("token signed bytes", tsigned, _hex(adm["token_signed_bytes"]))
+    token = issuer.sign(tsigned).signature + u64be(adm["expires"])
+    _same("token", token, _hex(adm["token"]))
+    box = _hex(adm["box"])
+    _same("admission box digest", submission_digest(box), _hex(adm["submission_digest"]))
+    _same("submission signed bytes",
+          lp(SUBMISSION_DOMAIN) + lp(adm["chain_id"].encode("utf-8")) + u64be(adm["round"])
+          + lp(submission_digest(box)), _hex(adm["submission_signed_bytes"]))
+    fields = admission_fields(_hex(adm["client_seed"]), adm["chain_id"], adm["round"], box, token)
+    _same("admission credential", fields["credential"], _hex(adm["credential"]))
+    _same("admission client id", fields["client"], adm["client"])
+    _same("admission signature", fields["signature"], _hex(adm["signature"]))
+    done.append("admission")
 
     # § 11 payloads: [protocol] tables, widths, encodings, Algorithm 1, validity
     cn = doc["cloaknet"]
@@ -876,10 +1100,9 @@ def check_vectors(path: str | os.PathLike[str] = DEFAULT_VECTORS) -> list[str]:
           enc["shares"])
     _same("encoder payloads", encode_value(enc["x"], protocol, enc["random_shares"]),
           [_hex(p) for p in enc["payloads"]])
-    alice = [o for o in doc["onions"] if o["client"] == enc["client"]]
-    _same("encoder payloads = alice's onion payloads",
-          [o["payload"] for o in sorted(alice, key=lambda o: o["index"])], enc["payloads"])
-    vmod = int(doc["trace"]["validator"]["modulus"])
+    _same("encoder payloads = alice's box payloads",
+          list(submissions[enc["client"]].payloads), [_hex(p) for p in enc["payloads"]])
+    vmod = int(trace["validator"]["modulus"])
     for bad in cn["invalid_payloads"]:
         if payload_is_valid(_hex(bad), vmod):
             raise VectorMismatch(f"payload {bad} should be invalid")
@@ -887,8 +1110,7 @@ def check_vectors(path: str | os.PathLike[str] = DEFAULT_VECTORS) -> list[str]:
 
     # § 12 the result: Algorithm 2 on the vector's payloads, and the exact field
     res = cn["result"]
-    rmod = int(doc["trace"]["validator"]["modulus"])
-    z = sum(int.from_bytes(_hex(p), "big") for p in res["payloads"]) % rmod
+    z = sum(int.from_bytes(_hex(p), "big") for p in res["payloads"]) % vmod
     parsed = parse_result(res["result"])
     _same("result raw_sum", z, parsed.raw_sum)
     _same("result estimate_exact", parsed.estimate_exact,
@@ -901,9 +1123,15 @@ def check_vectors(path: str | os.PathLike[str] = DEFAULT_VECTORS) -> list[str]:
     sfields = _from_vector_fields(frames["submit"]["fields"])
     _same("submit frame",
           encode_frame("submit", round=sfields["round"], client=sfields["client"],
-                       onions=sfields["onions"]),
+                       box=sfields["box"]),
           _hex(frames["submit"]["msgpack"]))
-    _same("submit onions = submission onions", sfields["onions"], sub_onions)
+    _same("submit box = alice's box", sfields["box"], submissions["alice"].box)
+    afields = _from_vector_fields(frames["submit (with admission)"]["fields"])
+    _same("submit (with admission) frame",
+          encode_frame("submit", round=afields["round"], client=fields["client"],
+                       box=afields["box"], credential=fields["credential"],
+                       token=fields["token"], signature=fields["signature"]),
+          _hex(frames["submit (with admission)"]["msgpack"]))
     _same("subscribe frame", encode_frame("subscribe", round=round_id),
           _hex(frames["subscribe"]["msgpack"]))
     for f in doc["frames"]:

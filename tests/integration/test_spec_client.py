@@ -107,8 +107,8 @@ def chain_file(tmp_path: Path) -> Iterator[Path]:
 
 def test_vectors() -> None:
     assert spec_client.check_vectors() == [
-        "chain", "binding_tags", "announcements", "link_authentication", "onions",
-        "submission", "cloaknet", "result", "frames",
+        "chain", "binding_data", "announcements", "link_authentication", "submissions",
+        "one_mix", "wrong_binding", "trace", "admission", "cloaknet", "result", "frames",
     ]
 
 
