@@ -1,7 +1,8 @@
 """Accusations on the wire: the ``accusations`` field of an ``accused`` reply
 (``docs/wire.md``, § 13).
 
-An accusation is the map ``{failure: str, steps: [{hop, item, secret, proof}, ...]}``;
+An accusation is the map ``{failure: str, steps: [{hop, item, secret, proof}, ...]}``
+(``secret`` and ``proof`` are empty in the last step of a ``no-owner`` accusation);
 :func:`accusation_to_wire` writes one and :func:`parse_accusations` reads a list of them,
 checking every type and length before anything else looks at them. The evidence itself is
 checked by :func:`mixnet.blame.verify_accusation`.
@@ -36,11 +37,13 @@ def _parse_step(step: object, max_item_length: int) -> Step:
     item = get_bytes(step, "item")
     if len(item) > max_item_length:
         raise BadLength(f"a step's item is longer than {max_item_length} bytes")
+    secret = get_bytes(step, "secret")
+    revealed = bool(secret)  # a no-owner accusation's last step reveals nothing
     return Step(
         hop=get_int(step, "hop", min_value=0, max_value=0xFFFF),
         item=item,
-        shared_secret=get_bytes(step, "secret", length=SECRET_LENGTH),
-        proof=get_bytes(step, "proof", length=PROOF_LENGTH),
+        shared_secret=get_bytes(step, "secret", length=SECRET_LENGTH if revealed else 0),
+        proof=get_bytes(step, "proof", length=PROOF_LENGTH if revealed else 0),
     )
 
 

@@ -41,7 +41,14 @@ from mixnet.dleq import (
     verify_shared_secret,
 )
 from mixnet.errors import BadLength, BadSignature, DecryptionFailed
-from mixnet.onion import LAYER_OVERHEAD, MAX_LAYERS, binding_data, open_layer_with_secret
+from mixnet.onion import (
+    MAX_LAYERS,
+    binding_data,
+    layer_overhead,
+    open_layer_with_secret,
+    split_layer,
+)
+from mixnet.ownership import ciphertext_digest, verify_ownership
 
 __all__ = [
     "SECRET_LENGTH",
@@ -51,7 +58,10 @@ __all__ = [
     "PayloadValidator",
     "Step",
     "accept_all",
+    "failure_of",
     "open_layer",
+    "owned",
+    "prove_failure",
     "prove_step",
     "step_context",
     "verify_accusation",
@@ -83,12 +93,20 @@ class Failure(enum.Enum):
     * ``INVALID_PAYLOAD`` — the last mix's layer authenticates (so it is bound to this
       chain, round and hop), and the payload it holds is refused by the application's
       validator.
+    * ``UNDECRYPTABLE`` — (chains with ownership proofs) a layer after the entry mix's whose
+      ownership proof verifies but which does not authenticate under its proven shared
+      secret: its maker knew ``S``, so revealing it is safe.
+    * ``NO_OWNER`` — (chains with ownership proofs) a layer after the entry mix's whose
+      ownership proof does not verify (:mod:`mixnet.ownership`): bad on its face; its step
+      reveals no secret.
 
     (Onion format 1 also had ``wrong-binding``; since the binding is the layer's associated
     data, a wrongly bound layer no longer authenticates, so it cannot be proven about.)
     """
 
     INVALID_PAYLOAD = "invalid-payload"
+    UNDECRYPTABLE = "undecryptable"
+    NO_OWNER = "no-owner"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +114,10 @@ class Step:
     """Mix ``hop``'s proof about ``item``, one of its inputs: ``shared_secret`` is
     ``X25519(k, item[:32])`` for the mix's round key, and ``proof`` the
     :data:`~mixnet.dleq.PROOF_LENGTH`-byte Chaum–Pedersen proof of it under
-    :func:`step_context`. Construction checks types and lengths only (``TypeError``,
-    :class:`~mixnet.errors.BadLength`; the item's length is checked when the layer is
-    opened)."""
+    :func:`step_context`. Both are empty (``b""``) in the step that ends a ``no-owner``
+    accusation, which reveals nothing (:attr:`revealed` is then ``False``). Construction
+    checks types and lengths only (``TypeError``, :class:`~mixnet.errors.BadLength`; the
+    item's length is checked when the layer is opened)."""
 
     hop: int
     item: bytes
@@ -110,18 +129,25 @@ class Step:
             raise TypeError(f"hop must be int, not {type(self.hop).__name__}")
         if not 0 <= self.hop < MAX_LAYERS:
             raise BadLength(f"hop must be in [0, {MAX_LAYERS}), got {self.hop}")
+        revealed = bool(self.shared_secret) or bool(self.proof)
         for name, value, length in (
             ("shared_secret", self.shared_secret, SECRET_LENGTH),
             ("proof", self.proof, PROOF_LENGTH),
         ):
             if not isinstance(value, bytes):
                 raise TypeError(f"{name} must be bytes, not {type(value).__name__}")
-            if len(value) != length:
+            if len(value) != (length if revealed else 0):
                 raise BadLength(f"{name} must be {length} bytes, got {len(value)}")
         if not isinstance(self.item, bytes):
             raise TypeError(f"item must be bytes, not {type(self.item).__name__}")
         if not self.item:
             raise BadLength("item must not be empty")
+
+    @property
+    def revealed(self) -> bool:
+        """Whether this step reveals the layer's shared secret (all but a ``no-owner``
+        accusation's last step do)."""
+        return bool(self.shared_secret)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,43 +195,116 @@ def step_context(*, chain_id: str, round_id: int, hop: int, item: bytes) -> byte
 
 
 def open_layer(
-    item: bytes, shared_secret: bytes, public_key: bytes, *, chain_id: str, round_id: int, hop: int
+    item: bytes,
+    shared_secret: bytes,
+    public_key: bytes,
+    *,
+    chain_id: str,
+    round_id: int,
+    hop: int,
+    proven: bool = False,
 ) -> bytes:
-    """Open layer ``item`` (made for ``public_key`` at ``hop``) with a revealed shared secret
-    and return what it holds.
+    """Open layer ``item`` (made for ``public_key`` at ``hop``; with an ownership proof if
+    ``proven``) with a revealed shared secret and return what it holds.
 
     Does not check the secret (see :func:`verify_accusation`). Raises
     :class:`~mixnet.errors.DecryptionFailed` if the layer does not authenticate (for that
     secret, or for this chain, round and hop), and ``TypeError`` /
     :class:`~mixnet.errors.BadLength` for malformed arguments.
     """
+    if not isinstance(item, bytes):
+        raise TypeError(f"item must be bytes, not {type(item).__name__}")
+    ephemeral, _, ciphertext = split_layer(item, proven=proven)
     binding = binding_data(chain_id=chain_id, round_id=round_id, hop_index=hop)
-    return open_layer_with_secret(item, public_key, shared_secret, binding)
+    return open_layer_with_secret(ephemeral + ciphertext, public_key, shared_secret, binding)
+
+
+def owned(item: bytes, *, chain_id: str, round_id: int, hop: int) -> bool:
+    """Whether layer ``item`` (of a chain with ownership proofs, at ``hop``) carries a valid
+    ownership proof (:func:`mixnet.ownership.verify_ownership`). ``False`` for an item too
+    short to hold one."""
+    try:
+        ephemeral, proof, ciphertext = split_layer(item, proven=True)
+    except BadLength:
+        return False
+    binding = binding_data(chain_id=chain_id, round_id=round_id, hop_index=hop)
+    return verify_ownership(ephemeral, proof, ciphertext_digest(ciphertext), binding)
+
+
+def _check_item(item: object, proven: bool) -> bytes:
+    if not isinstance(item, bytes):
+        raise TypeError(f"item must be bytes, not {type(item).__name__}")
+    overhead = layer_overhead(proven)
+    if len(item) < overhead:
+        raise BadLength(f"item must be at least {overhead} bytes, got {len(item)}")
+    return item
 
 
 def prove_step(
-    secret_key: bytes, public_key: bytes, item: bytes, *, chain_id: str, round_id: int, hop: int
+    secret_key: bytes,
+    public_key: bytes,
+    item: bytes,
+    *,
+    chain_id: str,
+    round_id: int,
+    hop: int,
+    proven: bool = False,
 ) -> Step:
     """Mix ``hop``'s proof about its input ``item``, made with its round key pair.
 
     Refuses (raises :class:`~mixnet.errors.DecryptionFailed`) when the layer does not
     authenticate: revealing the shared secret of such a layer would be a Diffie–Hellman
-    oracle for the round key (module docstring). Raises ``TypeError`` /
-    :class:`~mixnet.errors.BadLength` for malformed arguments (before any math) and
-    :class:`~mixnet.dleq.InvalidPoint` for a small-order or twist ephemeral key.
+    oracle for the round key (module docstring; see :func:`prove_failure` for chains with
+    ownership proofs). Raises ``TypeError`` / :class:`~mixnet.errors.BadLength` for
+    malformed arguments (before any math) and :class:`~mixnet.dleq.InvalidPoint` for a
+    small-order or twist ephemeral key.
     """
-    if not isinstance(item, bytes):
-        raise TypeError(f"item must be bytes, not {type(item).__name__}")
-    if len(item) < LAYER_OVERHEAD:
-        raise BadLength(f"item must be at least {LAYER_OVERHEAD} bytes, got {len(item)}")
+    _check_item(item, proven)
     context = step_context(chain_id=chain_id, round_id=round_id, hop=hop, item=item)
     proof = prove_shared_secret(secret_key, item[:32], context=context)
     secret = proof.shared_secret
-    open_layer(item, secret, public_key, chain_id=chain_id, round_id=round_id, hop=hop)
+    open_layer(
+        item, secret, public_key, chain_id=chain_id, round_id=round_id, hop=hop, proven=proven
+    )
     return Step(hop, item, secret, proof.to_bytes())
 
 
-def _check_step(step: Step, public_key: bytes, chain_id: str, round_id: int) -> bytes:
+def prove_failure(
+    secret_key: bytes, public_key: bytes, item: bytes, *, chain_id: str, round_id: int, hop: int
+) -> Step:
+    """Mix ``hop``'s evidence that its input ``item`` (on a chain with ownership proofs)
+    cannot be peeled: a step without a secret if the item's ownership proof does not verify
+    (the accusation's failure is then ``no-owner``), else the step revealing the proven
+    shared secret (``undecryptable``: safe, as the item's maker knew it).
+
+    :raises ValueError: the layer does authenticate (it is not a failure).
+    :raises TypeError, BadLength: malformed arguments.
+    """
+    _check_item(item, True)
+    if not owned(item, chain_id=chain_id, round_id=round_id, hop=hop):
+        return Step(hop, item, b"", b"")
+    context = step_context(chain_id=chain_id, round_id=round_id, hop=hop, item=item)
+    proof = prove_shared_secret(secret_key, item[:32], context=context)
+    try:
+        open_layer(
+            item, proof.shared_secret, public_key,
+            chain_id=chain_id, round_id=round_id, hop=hop, proven=True,
+        )  # fmt: skip
+    except DecryptionFailed:
+        return Step(hop, item, proof.shared_secret, proof.to_bytes())
+    raise ValueError("the layer authenticates: it is not a failure")
+
+
+def failure_of(step: Step) -> Failure:
+    """The failure a step that ends a proven-chain accusation about an unpeelable layer
+    shows: ``no-owner`` without a secret, ``undecryptable`` with one."""
+    return Failure.UNDECRYPTABLE if step.revealed else Failure.NO_OWNER
+
+
+def _check_step(
+    step: Step, public_key: bytes, chain_id: str, round_id: int, proven: bool
+) -> bytes | None:
+    """Verify ``step``'s proof and open its layer; ``None`` if it does not authenticate."""
     context = step_context(chain_id=chain_id, round_id=round_id, hop=step.hop, item=step.item)
     try:
         verify_shared_secret(
@@ -216,10 +315,10 @@ def _check_step(step: Step, public_key: bytes, chain_id: str, round_id: int) -> 
     try:
         return open_layer(
             step.item, step.shared_secret, public_key,
-            chain_id=chain_id, round_id=round_id, hop=step.hop,
+            chain_id=chain_id, round_id=round_id, hop=step.hop, proven=proven,
         )  # fmt: skip
-    except DecryptionFailed:
-        raise InvalidEvidence(f"hop {step.hop}: the layer does not authenticate") from None
+    except (DecryptionFailed, BadLength):
+        return None
 
 
 def verify_accusation(
@@ -230,16 +329,21 @@ def verify_accusation(
     round_id: int,
     mixes: int,
     validator: PayloadValidator,
+    proven: bool = False,
 ) -> None:
     """Return if ``accusation`` proves its item bad; raise :class:`InvalidEvidence` if not.
 
     ``public_keys`` maps each hop the steps cover to that mix's X25519 round public key (from
     its verified, signed announcement); ``mixes`` is the number of mixes (the last mix is hop
-    ``mixes - 1``). Checked, in order: the steps are non-empty and cover consecutive hops
-    below ``mixes``; each step's proof verifies and its layer authenticates (with this
-    chain, round and hop as associated data); every layer but the last holds exactly the
-    next step's item; the last one is the last mix's and ``validator`` refuses the payload
-    it holds.
+    ``mixes - 1``); ``proven``: the chain requires ownership proofs in the layers after the
+    entry mix's. Checked, in order: the steps are non-empty and cover consecutive hops
+    below ``mixes``; every step but the last reveals a secret whose proof verifies, and its
+    layer authenticates (with this chain, round and hop as associated data) and holds
+    exactly the next step's item; the last step shows the failure: ``invalid-payload`` — it
+    is the last mix's, authenticates, and ``validator`` refuses the payload it holds;
+    ``undecryptable`` (``proven`` only, after the entry mix) — its ownership proof and its
+    secret's proof verify and the layer does not authenticate; ``no-owner`` (``proven``
+    only, after the entry mix) — it reveals nothing and its ownership proof does not verify.
     """
     steps = accusation.steps
     if not steps:
@@ -250,9 +354,29 @@ def verify_accusation(
             raise InvalidEvidence("the steps do not cover consecutive hops of the chain")
         if step.hop not in public_keys:
             raise InvalidEvidence(f"no round key for hop {step.hop}")
+        ends_no_owner = offset + 1 == len(steps) and accusation.failure is Failure.NO_OWNER
+        if not step.revealed and not ends_no_owner:
+            raise InvalidEvidence(f"hop {step.hop}: the step reveals no secret")
+    failure = accusation.failure
+    if failure is not Failure.INVALID_PAYLOAD and (not proven or steps[-1].hop == 0):
+        raise InvalidEvidence(f"a {failure.value} accusation needs ownership proofs")
     for index, step in enumerate(steps):
-        inner = _check_step(step, public_keys[step.hop], chain_id, round_id)
-        if index + 1 < len(steps):
+        last = index + 1 == len(steps)
+        if last and failure is Failure.NO_OWNER:
+            if owned(step.item, chain_id=chain_id, round_id=round_id, hop=step.hop):
+                raise InvalidEvidence(f"hop {step.hop}: the layer's ownership proof holds")
+            return
+        layer_proven = proven and step.hop > 0
+        inner = _check_step(step, public_keys[step.hop], chain_id, round_id, layer_proven)
+        if last and failure is Failure.UNDECRYPTABLE:
+            if inner is not None:
+                raise InvalidEvidence(f"hop {step.hop}: the layer authenticates")
+            if not owned(step.item, chain_id=chain_id, round_id=round_id, hop=step.hop):
+                raise InvalidEvidence(f"hop {step.hop}: the layer's ownership proof fails")
+            return
+        if inner is None:
+            raise InvalidEvidence(f"hop {step.hop}: the layer does not authenticate")
+        if not last:
             if not hmac.compare_digest(inner, steps[index + 1].item):
                 raise InvalidEvidence(f"hop {step.hop}: the layer holds another item")
             continue

@@ -13,6 +13,13 @@ as associated data, so a layer made for another chain, round or hop fails authen
 exactly like a layer made for another key, and costs no bytes. Each layer adds
 :data:`LAYER_OVERHEAD` = 48 bytes: the ephemeral key and the 16-byte Poly1305 tag.
 
+A chain may require **ownership proofs** (``proven``): every layer after the entry mix's then
+carries, between ``E`` and the ciphertext, a 48-byte proof that its maker knew the ephemeral
+secret, bound to the ciphertext and the binding (:mod:`mixnet.ownership`), so a layer that does
+not open can be traced without a Diffie–Hellman oracle. Such a layer adds
+:data:`PROVEN_LAYER_OVERHEAD` = 96 bytes; peeling ignores the proof (it is checked only when
+the layer does not open).
+
 A client's submission is **one** layer for the entry mix (hop 0) around the concatenation of
 its ``m`` inner onions (one per payload, layers for hops ``1 .. L-1``): the entry mix receives
 a submission's onions together from one client anyway, so one box tells it nothing more and
@@ -34,19 +41,24 @@ from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey
 
 from mixnet.errors import BadLength, DecryptionFailed, MixnetError
+from mixnet.ownership import PROOF_LENGTH as OWNERSHIP_PROOF_LENGTH
+from mixnet.ownership import ciphertext_digest, new_ephemeral, prove_ownership
 
 __all__ = [
     "AEAD_TAG_LENGTH",
     "KDF_PERSONAL",
     "LAYER_OVERHEAD",
     "MAX_LAYERS",
+    "PROVEN_LAYER_OVERHEAD",
     "PUBLIC_KEY_LENGTH",
     "binding_data",
     "layer_key",
+    "layer_overhead",
     "onion_length",
     "open_layer_with_secret",
     "peel_many",
     "seal_layer",
+    "split_layer",
     "submission_length",
     "wrap",
     "wrap_submission",
@@ -58,6 +70,8 @@ PUBLIC_KEY_LENGTH = 32
 AEAD_TAG_LENGTH = 16
 #: Bytes each onion layer adds to its inner bytes.
 LAYER_OVERHEAD = PUBLIC_KEY_LENGTH + AEAD_TAG_LENGTH
+#: Bytes a layer with an ownership proof adds.
+PROVEN_LAYER_OVERHEAD = LAYER_OVERHEAD + OWNERSHIP_PROOF_LENGTH
 #: Most layers an onion may have (the hop index is encoded as an unsigned 16-bit integer).
 MAX_LAYERS = 1 << 16
 #: BLAKE2b personalisation of the layer key derivation (format version 2).
@@ -157,29 +171,48 @@ def _layer_key(shared: bytes, ephemeral: bytes, recipient: bytes) -> tuple[bytes
     return okm[:_KEY_LENGTH], okm[_KEY_LENGTH:]
 
 
-def onion_length(payload_len: int, layers: int) -> int:
-    """Return the length in bytes of an onion with ``layers`` layers around ``payload_len``.
+def layer_overhead(proven: bool = False) -> int:
+    """Bytes one layer adds: :data:`LAYER_OVERHEAD`, or :data:`PROVEN_LAYER_OVERHEAD` with an
+    ownership proof."""
+    return PROVEN_LAYER_OVERHEAD if proven else LAYER_OVERHEAD
+
+
+def onion_length(payload_len: int, layers: int, *, proven: bool = False) -> int:
+    """Return the length in bytes of an onion with ``layers`` layers around ``payload_len``
+    (each with an ownership proof if ``proven``).
 
     ``layers`` may be 0 (the bare payload), so the input of hop ``i >= 1`` in a chain of
-    ``L`` mixes has length ``onion_length(payload_len, L - i)``. Raises
+    ``L`` mixes has length ``onion_length(payload_len, L - i, proven=...)``. Raises
     ``TypeError``/``ValueError`` for non-int, negative, or too many (``> MAX_LAYERS``)
     layers.
     """
     _check_int(payload_len, "payload_len", 0, _MAX_LENGTH)
     _check_int(layers, "layers", 0, MAX_LAYERS)
-    return payload_len + layers * LAYER_OVERHEAD
+    return payload_len + layers * layer_overhead(proven)
 
 
-def submission_length(payload_len: int, layers: int, messages: int) -> int:
-    """Return the length of a client's submission box: one entry layer around ``messages``
-    inner onions of ``layers - 1`` layers each (``layers`` = mixes in the chain, at least 1).
+def submission_length(
+    payload_len: int, layers: int, messages: int, *, proven: bool = False
+) -> int:
+    """Return the length of a client's submission box: one entry layer (never proven) around
+    ``messages`` inner onions of ``layers - 1`` layers each (``layers`` = mixes in the chain,
+    at least 1; ``proven``: the inner layers carry ownership proofs).
 
     Raises ``TypeError``/``ValueError`` as :func:`onion_length` does, and for ``layers < 1``
     or ``messages < 1``.
     """
     _check_int(layers, "layers", 1, MAX_LAYERS)
     _check_int(messages, "messages", 1, _MAX_LENGTH)
-    return LAYER_OVERHEAD + messages * onion_length(payload_len, layers - 1)
+    return LAYER_OVERHEAD + messages * onion_length(payload_len, layers - 1, proven=proven)
+
+
+def split_layer(layer: bytes, *, proven: bool = False) -> tuple[bytes, bytes, bytes]:
+    """Return ``(E, ownership proof, AEAD ciphertext)`` of a layer (the proof is ``b""`` when
+    not ``proven``). Raises :class:`BadLength` if the layer is too short to hold them."""
+    offset = PUBLIC_KEY_LENGTH + (OWNERSHIP_PROOF_LENGTH if proven else 0)
+    if len(layer) < offset + AEAD_TAG_LENGTH:
+        raise BadLength(f"a layer must be at least {offset + AEAD_TAG_LENGTH} bytes")
+    return layer[:PUBLIC_KEY_LENGTH], layer[PUBLIC_KEY_LENGTH:offset], layer[offset:]
 
 
 def _check_public_keys(public_keys: Sequence[bytes]) -> list[bytes]:
@@ -198,17 +231,26 @@ def _check_public_keys(public_keys: Sequence[bytes]) -> list[bytes]:
     return keys
 
 
-def _seal(plaintext: bytes, recipient_public: bytes, binding: bytes) -> bytes:
+def _seal(
+    plaintext: bytes, recipient_public: bytes, binding: bytes, proven: bool = False
+) -> bytes:
     """One layer, arguments already checked. Raises ``ValueError`` for an unusable
     (low-order) recipient key."""
-    ephemeral_public, ephemeral_secret = bindings.crypto_box_keypair()
+    if proven:
+        ephemeral = new_ephemeral()
+        ephemeral_public, ephemeral_secret = ephemeral.public, ephemeral.secret
+    else:
+        ephemeral_public, ephemeral_secret = bindings.crypto_box_keypair()
     try:
         shared = bindings.crypto_scalarmult(ephemeral_secret, recipient_public)
     except RuntimeError:  # libsodium refuses an all-zero result: a low-order key
         raise ValueError("the recipient's public key is unusable (a low-order point)") from None
     key, nonce = _layer_key(shared, ephemeral_public, recipient_public)
     sealed = bindings.crypto_aead_chacha20poly1305_ietf_encrypt(plaintext, binding, nonce, key)
-    return ephemeral_public + sealed
+    if not proven:
+        return ephemeral_public + sealed
+    proof = prove_ownership(ephemeral, ciphertext_digest(sealed), binding)
+    return ephemeral_public + proof + sealed
 
 
 def seal_layer(
@@ -234,13 +276,15 @@ def wrap(
     chain_id: str,
     round_id: int,
     first_hop: int = 0,
+    proven: bool = False,
 ) -> bytes:
-    """Wrap ``payload`` in one layer per key and return the onion.
+    """Wrap ``payload`` in one layer per key and return the onion (with ownership proofs in
+    every layer if ``proven``).
 
     ``public_keys`` are the round public keys of the mixes at hops ``first_hop``,
     ``first_hop + 1``, … in chain order; the first key's layer is the outermost. The result
-    has length ``onion_length(len(payload), len(public_keys))`` (no keys: the payload
-    itself). Clients use :func:`wrap_submission`, which calls this with ``first_hop = 1``
+    has length ``onion_length(len(payload), len(public_keys), proven=proven)`` (no keys: the
+    payload itself). Clients use :func:`wrap_submission`, which calls this with ``first_hop = 1``
     for the inner onions. The caller must have verified the keys (see
     :meth:`mixnet.keys.RoundKeyAnnouncement.verify`).
 
@@ -260,21 +304,27 @@ def wrap(
     onion = payload
     for offset in reversed(range(len(keys))):
         try:
-            onion = _seal(onion, keys[offset], bindings_by_hop[offset])
+            onion = _seal(onion, keys[offset], bindings_by_hop[offset], proven)
         except ValueError:
             raise ValueError(f"public key for hop {first_hop + offset} is unusable") from None
     return onion
 
 
 def wrap_submission(
-    payloads: Sequence[bytes], public_keys: Sequence[bytes], *, chain_id: str, round_id: int
+    payloads: Sequence[bytes],
+    public_keys: Sequence[bytes],
+    *,
+    chain_id: str,
+    round_id: int,
+    proven: bool = False,
 ) -> bytes:
     """Return a client's submission box for ``payloads`` (one inner onion each).
 
     ``public_keys`` are all the mixes' round keys in chain order (hop 0 first). Each payload
     is wrapped for hops ``1 .. L-1`` (:func:`wrap`); the inner onions are concatenated in
     order and sealed in one layer for the entry mix. The result has length
-    ``submission_length(len(payload), L, len(payloads))``.
+    ``submission_length(len(payload), L, len(payloads), proven=proven)``; with ``proven``
+    every inner layer carries an ownership proof.
 
     Raises ``TypeError`` for non-bytes payloads or keys; ``ValueError`` for no payloads,
     payloads of different lengths, no keys, or anything :func:`wrap` refuses.
@@ -293,7 +343,8 @@ def wrap_submission(
     if not keys:
         raise ValueError("public_keys must hold at least one key")
     inner = b"".join(
-        wrap(p, keys[1:], chain_id=chain_id, round_id=round_id, first_hop=1) for p in items
+        wrap(p, keys[1:], chain_id=chain_id, round_id=round_id, first_hop=1, proven=proven)
+        for p in items
     )
     try:
         return seal_layer(inner, keys[0], chain_id=chain_id, round_id=round_id, hop_index=0)
@@ -329,7 +380,7 @@ def open_layer_with_secret(
 
 
 def _peel_one(
-    onion: object, secret: bytes, public: bytes, binding: bytes, length: int
+    onion: object, secret: bytes, public: bytes, binding: bytes, length: int, skip: int
 ) -> bytes:
     """Peel one layer with arguments already validated; raises only :class:`MixnetError`."""
     if not isinstance(onion, bytes):
@@ -344,7 +395,7 @@ def _peel_one(
     key, nonce = _layer_key(shared, ephemeral, public)
     try:
         return bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
-            onion[PUBLIC_KEY_LENGTH:], binding, nonce, key
+            onion[PUBLIC_KEY_LENGTH + skip :], binding, nonce, key
         )
     except CryptoError:
         raise DecryptionFailed(
@@ -361,6 +412,7 @@ def peel_many(
     hop_index: int,
     expected_length: int,
     split: int = 1,
+    proven: bool = False,
 ) -> list[bytes | MixnetError]:
     """Remove this mix's layer from every onion in ``onions``; never raises for a bad item.
 
@@ -370,16 +422,21 @@ def peel_many(
     times the error found, checked in order: not ``bytes`` of exactly ``expected_length`` →
     :class:`BadLength` (no cryptography is done on a wrong-length input); the layer does not
     authenticate with ``secret_key`` and the binding of ``(chain_id, round_id, hop_index)``
-    → :class:`DecryptionFailed`. Meant to run in a worker thread on a chunk of a batch
-    (libsodium releases the GIL). Invalid call arguments (including an ``expected_length``
-    whose content does not divide into ``split`` items) raise ``TypeError``/``ValueError``
-    before any item is touched.
+    → :class:`DecryptionFailed`. With ``proven`` each layer carries an ownership proof after
+    ``E``, which peeling skips (it is checked only for a layer that does not open). Meant to
+    run in a worker thread on a chunk of a batch (libsodium releases the GIL). Invalid call
+    arguments (including an ``expected_length`` whose content does not divide into ``split``
+    items) raise ``TypeError``/``ValueError`` before any item is touched.
     """
     if not isinstance(secret_key, PrivateKey):
         raise TypeError(f"secret_key must be a PrivateKey, not {type(secret_key).__name__}")
     _check_int(expected_length, "expected_length", LAYER_OVERHEAD, _MAX_LENGTH)
     _check_int(split, "split", 1, _MAX_LENGTH)
-    content = expected_length - LAYER_OVERHEAD
+    overhead = layer_overhead(proven)
+    if expected_length < overhead:
+        raise ValueError(f"expected_length must be at least {overhead}")
+    skip = overhead - LAYER_OVERHEAD
+    content = expected_length - overhead
     if content % split or (split > 1 and content == 0):
         raise ValueError(f"a layer of {expected_length} bytes does not hold {split} equal items")
     width = content // split
@@ -388,7 +445,7 @@ def peel_many(
     results: list[bytes | MixnetError] = []
     for onion in onions:
         try:
-            inner = _peel_one(onion, secret, public, binding, expected_length)
+            inner = _peel_one(onion, secret, public, binding, expected_length, skip)
         except MixnetError as err:
             results.extend([err] * split)
             continue

@@ -12,14 +12,18 @@ from mixnet.blame import (
     Failure,
     InvalidEvidence,
     Step,
+    failure_of,
     open_layer,
+    owned,
+    prove_failure,
     prove_step,
     step_context,
     verify_accusation,
 )
 from mixnet.dleq import SMALL_ORDER_U, InvalidPoint
 from mixnet.errors import BadLength, BadSignature, DecryptionFailed
-from mixnet.onion import peel_many, seal_layer, wrap
+from mixnet.onion import binding_data, onion_length, peel_many, seal_layer, wrap
+from mixnet.ownership import ciphertext_digest, new_ephemeral, prove_ownership
 
 CHAIN = "blame-test"
 ROUND = 41
@@ -127,7 +131,7 @@ def test_a_wrongly_bound_layer_does_not_open_and_gets_no_secret(
     assert isinstance(result, DecryptionFailed)
     with pytest.raises(DecryptionFailed):
         prove_step(*keys[2], inner, chain_id=CHAIN, round_id=ROUND, hop=2)
-    assert [f.value for f in Failure] == ["invalid-payload"]
+    assert Failure("invalid-payload") is Failure.INVALID_PAYLOAD
 
 
 def test_forged_secret_or_proof_is_refused(
@@ -266,3 +270,130 @@ def test_step_checks_types_and_lengths() -> None:
         Step(-1, item, bytes(32), bytes(96))
     with pytest.raises(BadLength):
         prove_step(bytes(32), bytes(32), bytes(10), chain_id=CHAIN, round_id=ROUND, hop=1)
+
+
+# --------------------------------------------------------------------------- ownership proofs
+
+
+def proven_layer(public_key: bytes, inner: bytes, *, hop: int) -> bytes:
+    """A well-formed layer with an ownership proof (what an honest client makes)."""
+    return wrap(inner, [public_key], chain_id=CHAIN, round_id=ROUND, first_hop=hop, proven=True)
+
+
+def garbage_with_proof(hop: int, length: int) -> bytes:
+    """A layer of the right length whose ciphertext is random bytes, with a valid ownership
+    proof for them: its maker knows the ephemeral secret, but nothing opens."""
+    key = new_ephemeral()
+    ciphertext = bytes(range(256))[: length - 80] if length - 80 <= 256 else bytes(length - 80)
+    binding = binding_data(chain_id=CHAIN, round_id=ROUND, hop_index=hop)
+    return key.public + prove_ownership(key, ciphertext_digest(ciphertext), binding) + ciphertext
+
+
+def check_proven(acc: Accusation, keys: list[tuple[bytes, bytes]]) -> None:
+    verify_accusation(
+        acc, publics(keys), chain_id=CHAIN, round_id=ROUND, mixes=MIXES, validator=valid,
+        proven=True,
+    )  # fmt: skip
+
+
+def traced_back(
+    keys: list[tuple[bytes, bytes]], culprit: bytes, at: int
+) -> tuple[Accusation, bytes]:
+    """A client hides ``culprit`` (an item for hop ``at``) in a proven onion; the mix at
+    ``at`` accuses it and the trace runs back to hop 1. Returns the accusation and the
+    hop-1 item."""
+    item = culprit
+    for hop in reversed(range(1, at)):
+        item = proven_layer(keys[hop][1], item, hop=hop)
+    step = prove_failure(*keys[at], culprit, chain_id=CHAIN, round_id=ROUND, hop=at)
+    acc = Accusation(failure_of(step), (step,))
+    path = [item]
+    for hop in range(1, at):
+        (inner,) = peel_many(
+            [path[-1]], PrivateKey(keys[hop][0]), chain_id=CHAIN, round_id=ROUND,
+            hop_index=hop, expected_length=len(path[-1]), proven=True,
+        )  # fmt: skip
+        assert isinstance(inner, bytes)
+        path.append(inner)
+    assert path[-1] == culprit
+    for hop in reversed(range(1, at)):
+        step = prove_step(
+            *keys[hop], path[hop - 1], chain_id=CHAIN, round_id=ROUND, hop=hop, proven=True
+        )
+        acc = acc.extended(step)
+    return acc, item
+
+
+@pytest.mark.parametrize("at", [1, 2])
+def test_a_garbage_layer_with_a_valid_ownership_proof_is_undecryptable(
+    keys: list[tuple[bytes, bytes]], at: int
+) -> None:
+    culprit = garbage_with_proof(at, onion_length(PAYLOAD, MIXES - at, proven=True))
+    assert owned(culprit, chain_id=CHAIN, round_id=ROUND, hop=at)
+    acc, first = traced_back(keys, culprit, at)
+    assert acc.failure is Failure.UNDECRYPTABLE and acc.steps[-1].revealed
+    assert acc.hop == 1 and acc.item == first
+    check_proven(acc, keys)
+    with pytest.raises(InvalidEvidence, match="ownership"):
+        check(acc, keys)  # a chain without ownership proofs takes no such accusation
+    with pytest.raises(InvalidEvidence):
+        check_proven(replace(acc, failure=Failure.NO_OWNER), keys)
+
+
+@pytest.mark.parametrize("at", [1, 2])
+def test_a_garbage_layer_without_an_ownership_proof_reveals_nothing(
+    keys: list[tuple[bytes, bytes]], at: int
+) -> None:
+    length = onion_length(PAYLOAD, MIXES - at, proven=True)
+    honest = proven_layer(keys[at][1], b"\x01" * (length - 96), hop=at)
+    # the Diffie–Hellman oracle attempt: an honest layer's E and proof over other bytes
+    culprit = honest[:80] + bytes(length - 80)
+    assert not owned(culprit, chain_id=CHAIN, round_id=ROUND, hop=at)
+    acc, _ = traced_back(keys, culprit, at)
+    assert acc.failure is Failure.NO_OWNER
+    assert not acc.steps[-1].revealed  # no secret for the copied E
+    check_proven(acc, keys)
+
+
+def test_an_honest_layer_cannot_be_accused_of_failing(keys: list[tuple[bytes, bytes]]) -> None:
+    length = onion_length(PAYLOAD, 1, proven=True)
+    honest = proven_layer(keys[2][1], b"\x01" * (length - 96), hop=2)
+    assert owned(honest, chain_id=CHAIN, round_id=ROUND, hop=2)
+    with pytest.raises(ValueError, match="authenticates"):
+        prove_failure(*keys[2], honest, chain_id=CHAIN, round_id=ROUND, hop=2)
+    # a mix that claims it anyway cannot make the evidence hold
+    step = prove_step(*keys[2], honest, chain_id=CHAIN, round_id=ROUND, hop=2, proven=True)
+    with pytest.raises(InvalidEvidence, match="authenticates"):
+        check_proven(Accusation(Failure.UNDECRYPTABLE, (step,)), keys)
+    with pytest.raises(InvalidEvidence, match="ownership proof holds"):
+        check_proven(Accusation(Failure.NO_OWNER, (Step(2, honest, b"", b""),)), keys)
+    # and a step without a secret is only the end of a no-owner accusation
+    with pytest.raises(InvalidEvidence, match="reveals no secret"):
+        check_proven(Accusation(Failure.UNDECRYPTABLE, (Step(2, honest, b"", b""),)), keys)
+
+
+def test_proven_onions_peel_through_and_prove_steps(keys: list[tuple[bytes, bytes]]) -> None:
+    onion = wrap(b"\xff" * PAYLOAD, [pk for _, pk in keys[1:]], chain_id=CHAIN,
+                 round_id=ROUND, first_hop=1, proven=True)  # fmt: skip
+    assert len(onion) == onion_length(PAYLOAD, MIXES - 1, proven=True)
+    (item2,) = peel_many(
+        [onion], PrivateKey(keys[1][0]), chain_id=CHAIN, round_id=ROUND, hop_index=1,
+        expected_length=len(onion), proven=True,
+    )  # fmt: skip
+    assert isinstance(item2, bytes)
+    (payload,) = peel_many(
+        [item2], PrivateKey(keys[2][0]), chain_id=CHAIN, round_id=ROUND, hop_index=2,
+        expected_length=len(item2), proven=True,
+    )  # fmt: skip
+    assert payload == b"\xff" * PAYLOAD
+    last = prove_step(*keys[2], item2, chain_id=CHAIN, round_id=ROUND, hop=2, proven=True)
+    acc = Accusation(Failure.INVALID_PAYLOAD, (last,)).extended(
+        prove_step(*keys[1], onion, chain_id=CHAIN, round_id=ROUND, hop=1, proven=True)
+    )
+    check_proven(acc, keys)
+
+
+def test_step_without_secret_needs_both_empty() -> None:
+    with pytest.raises(BadLength):
+        Step(1, b"item", b"", bytes(96))
+    assert not Step(1, b"item", b"", b"").revealed
