@@ -56,6 +56,7 @@ async def local_chain(
     limits: Limits = DEFAULT_LIMITS,
     tls: LocalTls | None = None,
     admission: Admission | None = None,
+    ownership_proofs: bool = False,
 ) -> AsyncIterator[LocalChain]:
     """Run a chain of ``mixes`` mixes (``mix1`` … ``mixL``, fresh identity keys) and an
     ``analyzer`` running ``protocol``, all on 127.0.0.1 with ephemeral ports, each with its own
@@ -65,8 +66,9 @@ async def local_chain(
     ``dump_dir`` is passed to the analyzer (see :class:`~cloaknet.analyzer_node.AnalyzerApp`).
     ``limits`` is the chain's ``[limits]``; with ``tls`` every node serves ``wss://`` and
     the chain (hence :func:`cloaknet.client.connect`) trusts ``tls.ca``
-    (:class:`~mixnet.localchain.LocalTls`). Everything that can be checked is checked
-    before any node starts.
+    (:class:`~mixnet.localchain.LocalTls`); ``ownership_proofs`` sets the chain's
+    ``[chain] ownership_proofs``. Everything that can be checked is checked before any node
+    starts.
 
     :raises ValueError: ``mixes < 1``.
     :raises TypeError: ``protocol`` is not a
@@ -100,6 +102,7 @@ async def local_chain(
         limits=limits,
         tls=tls,
         admission=admission,
+        ownership_proofs=ownership_proofs,
         validator=payload_validator(protocol),
     ) as running:
         yield LocalChain(CloakChain(running.config, protocol), running.mixes, running.sink)

@@ -4,6 +4,7 @@ A chain file is TOML::
 
     [chain]
     id = "demo"                      # [A-Za-z0-9._-]{1,64}
+    ownership_proofs = false         # optional: layers after the entry carry proofs
 
     [[mix]]                          # in chain order; at least one
     name = "mix1"                    # unique among all nodes, [A-Za-z0-9._-]{1,64}
@@ -116,7 +117,7 @@ RESERVED_SECTIONS: frozenset[str] = frozenset(
 #: The TOML table of the node at the end of the chain, unless the application names it.
 DEFAULT_SINK_TABLE = "sink"
 
-_CHAIN_KEYS = ("id",)
+_CHAIN_KEYS = ("id", "ownership_proofs")
 _NODE_KEYS = ("name", "url", "identity")
 _ROUND_KEYS = ("min_users", "max_users", "deadline_seconds", "below_min", "chunk_size")
 _TLS_KEYS = ("ca",)
@@ -252,8 +253,15 @@ class ChainConfig:
     tls: TlsConfig | None = None
     limits: Limits = DEFAULT_LIMITS
     admission: Admission | None = None
+    #: layers after the entry mix's carry ownership proofs (``docs/protocol.md``)
+    ownership_proofs: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.ownership_proofs, bool):
+            raise ChainConfigError(
+                f"expected true or false, got {type_name(self.ownership_proofs)}",
+                field="chain.ownership_proofs",
+            )
         problem = name_problem(self.chain_id)
         if problem is not None:
             raise ChainConfigError(problem, field="chain.id")
@@ -588,4 +596,5 @@ def _parse(data: Mapping[str, Any], sink_table: str, base: Path | None = None) -
         tls=tls,
         limits=limits,
         admission=admission,
+        ownership_proofs=chain.get("ownership_proofs", False),
     )

@@ -54,7 +54,10 @@ def render_chain_config(config: ChainConfig, *, base: Path | None = None) -> str
     if not isinstance(config, ChainConfig):
         raise TypeError(f"config must be a ChainConfig, not {type(config).__name__}")
     policy = config.policy
-    blocks = [dumps({"chain": {"id": config.chain_id}})]
+    chain: dict[str, object] = {"id": config.chain_id}
+    if config.ownership_proofs:
+        chain["ownership_proofs"] = True
+    blocks = [dumps({"chain": chain})]
     # Written by hand: tomli_w would put short [[mix]] tables inline, as mix = [{...}].
     blocks.extend("[[mix]]\n" + dumps(_node_table(mix)) for mix in config.mixes)
     rest: dict[str, Any] = {

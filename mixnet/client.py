@@ -329,8 +329,9 @@ class MixnetClient:
             if not isinstance(payload, bytes) or len(payload) != self.payload_length:
                 raise BadLength(f"payload {index} must be {self.payload_length} bytes")
         return wrap_submission(
-            payloads, info.public_keys, chain_id=self.config.chain_id, round_id=info.round_id
-        )
+            payloads, info.public_keys, chain_id=self.config.chain_id, round_id=info.round_id,
+            proven=self.config.ownership_proofs,
+        )  # fmt: skip
 
     async def submit(
         self, make_payloads: Callable[[], Sequence[bytes]], *, client_id: str | None = None

@@ -89,6 +89,7 @@ async def run_local_chain(
     tls: LocalTls | None = None,
     validator: PayloadValidator = accept_all,
     admission: Admission | None = None,
+    ownership_proofs: bool = False,
 ) -> AsyncIterator[RunningChain]:
     """Run ``mixes`` mixes (``mix1`` … ``mixL``, fresh identity keys) and a sink built by
     ``make_sink``, all on 127.0.0.1 with ephemeral ports, each with its own sqlite store
@@ -98,7 +99,8 @@ async def run_local_chain(
     chain's ``[limits]``; with ``tls`` every node serves ``wss://`` (see :class:`LocalTls`);
     ``validator`` is the application's payload check, run by the mixes (the last mix on its
     outputs, every mix on the payloads of accusations); ``admission`` the chain's
-    ``[admission]`` (``None``: anyone may submit).
+    ``[admission]`` (``None``: anyone may submit); ``ownership_proofs`` its
+    ``[chain] ownership_proofs``.
 
     :raises ValueError: ``mixes < 1``, ``messages < 1`` or ``payload_length < 1``.
     :raises TlsError: ``tls.ca`` cannot be read.
@@ -131,6 +133,7 @@ async def run_local_chain(
             tls=tls_config,
             limits=limits,
             admission=admission,
+            ownership_proofs=ownership_proofs,
         )
 
     if check is not None:

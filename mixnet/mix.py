@@ -24,7 +24,14 @@ from typing import Any
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
-from mixnet.blame import PayloadValidator, Step, accept_all, prove_step, verify_accusation
+from mixnet.blame import (
+    PayloadValidator,
+    Step,
+    accept_all,
+    prove_failure,
+    prove_step,
+    verify_accusation,
+)
 from mixnet.core.actions import Action, Mix, Peel, Persist, Prove, Verify
 from mixnet.core.entry import EntryMachine
 from mixnet.core.intake import mix_batch, split_chunks, submission_digest
@@ -32,7 +39,7 @@ from mixnet.core.records import EraseKey, NewRound
 from mixnet.core.relay import RelayMachine
 from mixnet.core.rounds import RoundKey
 from mixnet.core.status import Role, RoundStatus
-from mixnet.errors import MixnetError, UnknownRound
+from mixnet.errors import InternalError, MixnetError, UnknownRound
 from mixnet.frames import (
     AbortRound,
     Batch,
@@ -148,6 +155,7 @@ class MixNode(BaseNode):
             "hop": s.hop,
             "successor": s.successor or "",
             "last": self.role is Role.LAST,
+            "proven": s.ownership_proofs,
             "validator": self.validator,
         }
 
@@ -256,6 +264,7 @@ class MixNode(BaseNode):
             hop_index=s.hop,
             expected_length=s.item_length_in(),
             split=action.split,
+            proven=s.ownership_proofs and s.hop > 0,
         )
         items = action.items
         parts = [items[i : i + PEEL_CHUNK] for i in range(0, len(items), PEEL_CHUNK)]
@@ -280,20 +289,31 @@ class MixNode(BaseNode):
 
     async def prove(self, action: Prove) -> list[Action]:
         """Prove this mix's step for each item (its shared secret and a Chaum–Pedersen
-        proof), in the pool; then tell the machine."""
+        proof) — for the first ``failures`` items the evidence that they cannot be peeled
+        instead — in the pool; then tell the machine."""
         r = action.round_id
         key = self.keyring.secret(r)
         secret, public = bytes(key), bytes(key.public_key)
         s = self.settings
+        proven = s.ownership_proofs and s.hop > 0
+
+        def prove_one(index: int, item: bytes) -> Step:
+            if index < action.failures:
+                try:
+                    return prove_failure(
+                        secret, public, item, chain_id=s.chain_id, round_id=r, hop=s.hop
+                    )
+                except ValueError as exc:
+                    raise InternalError(str(exc)) from None
+            return prove_step(
+                secret, public, item, chain_id=s.chain_id, round_id=r, hop=s.hop, proven=proven
+            )
 
         def prove_all(items: Sequence[bytes]) -> list[Step | MixnetError]:
             steps: list[Step | MixnetError] = []
-            for item in items:
+            for index, item in enumerate(items):
                 try:
-                    steps.append(
-                        prove_step(secret, public, item, chain_id=s.chain_id, round_id=r,
-                                   hop=s.hop)
-                    )  # fmt: skip
+                    steps.append(prove_one(index, item))
                 except MixnetError as exc:
                     steps.append(exc)
             return steps
@@ -316,6 +336,7 @@ class MixNode(BaseNode):
                     verify_accusation(
                         accusation, action.keys, chain_id=s.chain_id,
                         round_id=action.round_id, mixes=s.hops, validator=validator,
+                        proven=s.ownership_proofs,
                     )  # fmt: skip
                 except MixnetError:
                     results.append(False)

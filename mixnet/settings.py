@@ -59,6 +59,8 @@ class NodeSettings:
     #: the successor's name (``None`` at the sink)
     successor: str | None = None
     admission: Admission | None = None
+    #: the chain's layers after the entry mix's carry ownership proofs
+    ownership_proofs: bool = False
 
     @property
     def is_sink(self) -> bool:
@@ -69,12 +71,15 @@ class NodeSettings:
         (:func:`mixnet.onion.submission_length`), elsewhere an onion with ``hops - hop``
         layers."""
         if self.hop == 0:
-            return submission_length(self.payload_length, self.hops, self.messages)
-        return onion_length(self.payload_length, self.hops - self.hop)
+            return submission_length(
+                self.payload_length, self.hops, self.messages, proven=self.ownership_proofs
+            )
+        return onion_length(self.payload_length, self.hops - self.hop, proven=self.ownership_proofs)
 
     def item_length_out(self) -> int:
         """Length of each item this node sends on."""
-        return onion_length(self.payload_length, max(0, self.hops - self.hop - 1))
+        layers = max(0, self.hops - self.hop - 1)
+        return onion_length(self.payload_length, layers, proven=self.ownership_proofs)
 
     def max_frame(self) -> int:
         """Largest frame this node accepts, in bytes."""
@@ -135,4 +140,5 @@ def node_settings(
         connection_limits=config.limits,
         successor=names[hop + 1] if hop < hops else None,
         admission=config.admission,
+        ownership_proofs=config.ownership_proofs,
     )

@@ -97,11 +97,14 @@ class Mix:
 @dataclass(frozen=True)
 class Prove:
     """Prove this mix's step for each of ``items`` (its inputs) in round ``round_id``;
-    results go to ``proved(token, ...)``."""
+    results go to ``proved(token, ...)``. The first ``failures`` items are inputs this mix
+    could not peel, on a chain with ownership proofs: each of them gets the evidence of
+    :func:`mixnet.blame.prove_failure` instead of a step."""
 
     round_id: int
     items: Sequence[bytes]
     token: Hashable
+    failures: int = 0
 
 
 @dataclass(frozen=True)

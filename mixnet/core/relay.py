@@ -86,8 +86,12 @@ class RelayMachine(ChunkReceiver, TracingMix):
         successor: str = "",
         last: bool = False,
         validator: PayloadValidator = accept_all,
+        proven: bool = False,
     ) -> None:
+        """``proven``: the chain's layers carry ownership proofs, so inputs that do not peel
+        are kept for the trace (:mod:`mixnet.core.tracing`) instead of only counted."""
         MixRounds.__init__(self, name=name, chunk_size=chunk_size, keys=keys)
+        self.proven = proven
         self.role = Role.LAST if last else Role.RELAY
         self.predecessor = predecessor
         self.successor = successor
@@ -199,6 +203,11 @@ class RelayMachine(ChunkReceiver, TracingMix):
         ]
         kept = [p for _, p in pairs]
         dropped = token.replayed + len(results) - len(kept)
+        if self.proven:  # kept for the trace (in memory: lost with a restart, then untraced)
+            outcomes = zip(token.items, results, strict=True)
+            failed = tuple(item for item, p in outcomes if not isinstance(p, bytes))
+            if failed:
+                st.chunk_failed[token.batch.index] = failed
         inputs = [item for item, _ in pairs]
         return self.chunk_ready(st, token.batch, kept, dropped, token.digests, inputs)
 
@@ -244,6 +253,7 @@ class RelayMachine(ChunkReceiver, TracingMix):
         successor: str = "",
         last: bool = False,
         validator: PayloadValidator = accept_all,
+        proven: bool = False,
     ) -> tuple[RelayMachine, list[Action]]:
         """Rebuild the machine from what the store holds, and the actions that resume
         unfinished work: an ``OPEN`` round whose chunks are all stored, or a ``CLOSED``
@@ -261,6 +271,7 @@ class RelayMachine(ChunkReceiver, TracingMix):
             successor=successor,
             last=last,
             validator=validator,
+            proven=proven,
         )
         actions: list[Action] = []
         for rec in records.rounds:

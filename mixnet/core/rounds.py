@@ -83,6 +83,9 @@ class RoundState:
     chunk_inputs: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
     #: relay and sink: items of stored chunks dropped (replays, items that did not peel)
     dropped: int = 0
+    #: relay on a chain with ownership proofs: inputs that did not peel, by chunk index
+    #: (memory only: after a restart they count as untraced)
+    chunk_failed: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
     #: the sink: submissions the chain excluded (from the batch's chunks)
     excluded: int = 0
     #: entry mix: when to send ``trace`` again (unix seconds), while the chain is not ready
@@ -249,6 +252,7 @@ class MixRounds:
         st.pending.clear()
         st.chunk_payloads.clear()
         st.chunk_inputs.clear()
+        st.chunk_failed.clear()
         st.payload_digests.clear()
         return Persist(
             (

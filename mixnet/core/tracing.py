@@ -13,9 +13,12 @@ passes their outputs on and, once the successor answered, erases its intake and 
 (``CONFIRMED``); the last mix removes their payloads, forwards the rest to the sink
 (``RELEASED``, then ``CONFIRMED``) — or, for an abort, tells the sink the round ends.
 
-Items a mix dropped without evidence (replays, layers that do not open) are counted as
-``untraced``: the entry mix aborts a round that has any, as no honest link may be revealed
-for them (``mixnet.blame``).
+On a chain with ownership proofs (``proven``) a mix also accuses every input that did not
+peel (``undecryptable`` or ``no-owner``, :func:`mixnet.blame.prove_failure`), and these are
+traced back and excluded like refused payloads. Items a mix dropped without evidence
+(replays; without ownership proofs, layers that do not open; inputs a restart forgot) are
+counted as ``untraced``: the entry mix aborts a round that has any, as no honest link may be
+revealed for them (``mixnet.blame``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mixnet.blame import Accusation, Failure, PayloadValidator, Step
+from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
 from mixnet.core.actions import Action, Persist, Prove, Reply, Send, Verify
 from mixnet.core.intake import split_chunks
 from mixnet.core.records import (
@@ -72,12 +75,15 @@ class TraceVerified:
 
 @dataclass(frozen=True)
 class TraceProved:
-    """Token of the :class:`Prove` of this mix's steps for ``accusations`` (``None``: the
-    last mix's own accusations, of kind ``invalid-payload``)."""
+    """Token of the :class:`Prove` of this mix's evidence: first ``failures`` inputs that
+    did not peel (each starts an accusation here), then — for the last mix (``accusations``
+    is ``None``) — one step per refused payload, or else one step extending each of the
+    successor's ``accusations``."""
 
     round_id: int
     accusations: tuple[Accusation, ...] | None
     untraced: int
+    failures: int = 0
 
 
 class TracingMix(MixRounds):
@@ -88,6 +94,7 @@ class TracingMix(MixRounds):
     predecessor: str
     successor: str
     validator: PayloadValidator
+    proven: bool
 
     # ------------------------------------------------------------------ helpers
 
@@ -106,6 +113,13 @@ class TracingMix(MixRounds):
             pairs.extend(zip(inputs, st.chunk_payloads[index], strict=True))
         return pairs
 
+    def _failed(self, st: RoundState, room: int) -> tuple[tuple[bytes, ...], int]:
+        """This mix's own unpeelable inputs to accuse (at most ``room`` of them), and the
+        untraced count: the dropped items that are not accused here."""
+        failed = tuple(item for index in sorted(st.chunk_failed) for item in st.chunk_failed[index])
+        accused = failed[: max(0, room)]
+        return accused, st.dropped - len(accused)
+
     def _hop_keys(self, st: RoundState) -> dict[int, bytes]:
         """Hop → round public key of this mix and every later one (announced in order)."""
         return {self.hop + i: a.public_key for i, a in enumerate(st.announcements)}
@@ -115,6 +129,7 @@ class TracingMix(MixRounds):
         self._move(st, status)
         st.chunk_payloads.clear()
         st.chunk_inputs.clear()
+        st.chunk_failed.clear()
         return Persist(
             (DropIntake(st.round_id), EraseKey(st.round_id), SetRound(st.round_id, status=status))
         )
@@ -134,12 +149,15 @@ class TracingMix(MixRounds):
             pairs = self._pairs(st)
             bad = tuple(item for item, payload in pairs if not self.validator(payload))
             cap = accusation_cap(self.chunk_size, self.hop + 1)
+            failed, untraced = self._failed(st, cap)
             # more than fit one reply: the excess is untraced, and the round aborts
-            token = TraceProved(frame.round_id, None, st.dropped + max(0, len(bad) - cap))
-            bad = bad[:cap]
-            if not bad:
+            room = cap - len(failed)
+            untraced += max(0, len(bad) - room)
+            bad = bad[:room]
+            token = TraceProved(frame.round_id, None, untraced, len(failed))
+            if not bad and not failed:
                 return self.proved(token, [])
-            return [Prove(frame.round_id, bad, token)]
+            return [Prove(frame.round_id, failed + bad, token, failures=len(failed))]
         if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:
             return [Send(Trace(frame.round_id))]
         raise NotReady(f"round {frame.round_id} is {st.status.value} here")
@@ -149,9 +167,15 @@ class TracingMix(MixRounds):
         st = self._round(sent.round_id)
         if reply.round_id != sent.round_id:
             return [Reply(Accused(sent.round_id, blame=self.successor))]
-        if reply.blame or not reply.accusations:
-            untraced = 0 if reply.blame else reply.untraced + st.dropped
-            return [Reply(Accused(sent.round_id, untraced=untraced, blame=reply.blame))]
+        if reply.blame:
+            return [Reply(Accused(sent.round_id, blame=reply.blame))]
+        if not reply.accusations:
+            cap = accusation_cap(self.chunk_size, self.hop + 1)
+            failed, untraced = self._failed(st, cap)
+            proved = TraceProved(sent.round_id, (), reply.untraced + untraced, len(failed))
+            if not failed:
+                return self.proved(proved, [])
+            return [Prove(sent.round_id, failed, proved, failures=len(failed))]
         token = TraceVerified(sent.round_id, reply)
         return [Verify(sent.round_id, reply.accusations, self._hop_keys(st), token)]
 
@@ -172,9 +196,12 @@ class TracingMix(MixRounds):
             if accusation.hop != self.hop + 1 or item is None:
                 return blamed  # an item this mix never sent
             inputs.append(item)
-        untraced = token.reply.untraced + st.dropped
-        proved = TraceProved(token.round_id, accusations, untraced)
-        return [Prove(token.round_id, tuple(inputs), proved)]
+        cap = accusation_cap(self.chunk_size, self.hop + 1)
+        failed, untraced = self._failed(st, cap - len(accusations))
+        proved = TraceProved(
+            token.round_id, accusations, token.reply.untraced + untraced, len(failed)
+        )
+        return [Prove(token.round_id, failed + tuple(inputs), proved, failures=len(failed))]
 
     def proved(
         self, token: object, steps: Sequence[Step | MixnetError], now: float = 0.0
@@ -190,13 +217,15 @@ class TracingMix(MixRounds):
             if not isinstance(step, Step):
                 raise InternalError(f"a step could not be proven: {step}")
             made.append(step)
+        own = tuple(Accusation(failure_of(s), (s,)) for s in made[: token.failures])
+        rest = made[token.failures :]
         if token.accusations is None:
-            accused = tuple(Accusation(Failure.INVALID_PAYLOAD, (s,)) for s in made)
+            accused = tuple(Accusation(Failure.INVALID_PAYLOAD, (s,)) for s in rest)
         else:
-            if len(made) != len(token.accusations):
+            if len(rest) != len(token.accusations):
                 raise InternalError("a step is missing")
-            accused = tuple(a.extended(s) for a, s in zip(token.accusations, made, strict=True))
-        return [Reply(Accused(token.round_id, accused, token.untraced))]
+            accused = tuple(a.extended(s) for a, s in zip(token.accusations, rest, strict=True))
+        return [Reply(Accused(token.round_id, own + accused, token.untraced))]
 
     # ------------------------------------------------------------------ exclude
 
@@ -262,6 +291,7 @@ class TracingMix(MixRounds):
         st.acked.clear()
         st.chunk_payloads.clear()
         st.chunk_inputs.clear()
+        st.chunk_failed.clear()
         r = st.round_id
         persist = Persist(
             (

@@ -575,3 +575,22 @@ def test_unwritable_config_leaves_no_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         write_chain_config(tmp_path / "chain.toml", config)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ownership_proofs_are_off_by_default_and_round_trip(tmp_path: Path) -> None:
+    assert parse_chain_config(valid_data(), source="x").ownership_proofs is False
+    data = valid_data()
+    data["chain"]["ownership_proofs"] = True
+    config = parse_chain_config(data, source="x")
+    assert config.ownership_proofs is True
+    text = render_chain_config(config)
+    assert "ownership_proofs = true" in text
+    assert load_chain_config(write(tmp_path, text)) == config
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0.0])
+def test_ownership_proofs_must_be_a_boolean(value: object) -> None:
+    data = valid_data()
+    data["chain"]["ownership_proofs"] = value
+    with pytest.raises(ChainConfigError, match=r"chain\.ownership_proofs"):
+        parse_chain_config(data, source="x")

@@ -10,7 +10,7 @@ from typing import ClassVar
 import pytest
 
 from mixnet.blame import Accusation, Failure, Step
-from mixnet.core.actions import Action, Mix, Persist, Prove, Reply, Send, Verify
+from mixnet.core.actions import Action, Mix, Peel, Persist, Prove, Reply, Send, Verify
 from mixnet.core.records import (
     DropIntake,
     DropOutbound,
@@ -333,3 +333,74 @@ def test_the_last_mix_gives_up_and_tells_the_sink() -> None:
     assert isinstance(abort, AbortRound) and "no verdict reached mix3" in abort.reason
     assert last.status(R) is S.ABORTED
     assert last.on_reply(abort, Aborted(R), NOW) == [Reply(Aborted(R))]
+
+
+# --------------------------------------------------------------------------- ownership proofs
+
+
+def proven_relay(
+    *, last: bool, items: Sequence[bytes], failing: int, proven: bool = True
+) -> RelayMachine:
+    """A relay of a chain with ownership proofs that received ``items`` in one chunk, of
+    which item ``failing`` did not peel; mixed (and, for a relay, forwarded)."""
+    from mixnet.errors import DecryptionFailed
+
+    hop = 2 if last else 1
+    relay = RelayMachine(
+        name=f"mix{hop + 1}", predecessor=PRED, item_length=len(items[0]), chunk_size=8,
+        keys=Keys(f"mix{hop + 1}", hop + 1), hop=hop, successor="sink" if last else "mix3",
+        last=last, validator=valid, proven=proven,
+    )  # fmt: skip
+    relay.on_open_round(OpenRound(R), NOW)
+    relay.on_reply(OpenRound(R), RoundKeys(R, () if last else (announcement("mix3", 3, R),)), NOW)
+    peel = one(relay.on_batch(chunk_frame(0, items, chunks=1, count=len(items))), Peel)
+    results: list[bytes | MixnetError] = [i[:-LAYER] for i in peel.items]
+    results[failing] = DecryptionFailed("does not open")
+    persist = one(relay.peeled(peel.token, results, NOW), Persist)
+    acts = relay.persisted(persist.token, NOW)
+    mix = one(acts, Mix)
+    acts = relay.mixed(R, [list(mix.payloads)])
+    if not last:
+        batch = one(acts, Send).frame
+        assert isinstance(batch, Batch)
+        relay.on_reply(batch, BatchAck(R, 0), NOW)
+    return relay
+
+
+class TestOwnershipProofs:
+    items: ClassVar[list[bytes]] = [item(RELAY_ITEM) for _ in range(3)]
+
+    def test_the_last_mix_accuses_an_input_it_could_not_peel(self) -> None:
+        relay = proven_relay(last=True, items=self.items, failing=1)
+        prove = one(relay.on_trace(Trace(R), NOW), Prove)
+        assert list(prove.items) == [self.items[1]] and prove.failures == 1
+        evidence = Step(2, self.items[1], b"", b"")  # no owner: nothing revealed
+        (answer,) = relay.proved(prove.token, [evidence], NOW)
+        assert answer == Reply(Accused(R, (Accusation(Failure.NO_OWNER, (evidence,)),), 0))
+
+    def test_a_relay_adds_its_own_failures_to_the_successors_accusations(self) -> None:
+        relay = proven_relay(last=False, items=self.items, failing=0)
+        assert relay.on_trace(Trace(R), NOW) == [Send(Trace(R))]
+        # nothing downstream: only its own failure goes back
+        prove = one(relay.on_reply(Trace(R), Accused(R), NOW), Prove)
+        assert list(prove.items) == [self.items[0]] and prove.failures == 1
+        revealed = step(1, self.items[0])
+        (answer,) = relay.proved(prove.token, [revealed], NOW)
+        assert answer == Reply(Accused(R, (Accusation(Failure.UNDECRYPTABLE, (revealed,)),), 0))
+
+    def test_own_failures_come_first_then_the_traced_accusations(self) -> None:
+        relay = proven_relay(last=False, items=self.items, failing=0)
+        relay.on_trace(Trace(R), NOW)
+        out = self.items[2][:-LAYER]
+        reply = Accused(R, (accusation_of(out),))
+        verify = one(relay.on_reply(Trace(R), reply, NOW), Verify)
+        prove = one(relay.verified(verify.token, [True], NOW), Prove)
+        assert list(prove.items) == [self.items[0], self.items[2]] and prove.failures == 1
+        own, mine = Step(1, self.items[0], b"", b""), step(1, self.items[2])
+        (answer,) = relay.proved(prove.token, [own, mine], NOW)
+        expected = (Accusation(Failure.NO_OWNER, (own,)), reply.accusations[0].extended(mine))
+        assert answer == Reply(Accused(R, expected, 0))
+
+    def test_without_ownership_proofs_a_failure_is_untraced(self) -> None:
+        relay = proven_relay(last=True, items=self.items, failing=1, proven=False)
+        assert relay.on_trace(Trace(R), NOW) == [Reply(Accused(R, (), 1))]

@@ -600,7 +600,7 @@ def test_trace_step(vector: dict[str, Any]) -> None:
 def test_accusation_verifies() -> None:
     trace = VECTORS["trace"]
     assert trace["failure"] == Failure.INVALID_PAYLOAD.value == "invalid-payload"
-    assert [f.value for f in Failure] == ["invalid-payload"]
+    assert "invalid-payload" in [f.value for f in Failure]
     steps = tuple(
         Step(s["hop"], h(s["item"]), h(s["shared_secret"]), h(s["proof"])) for s in trace["steps"]
     )
