@@ -140,12 +140,15 @@ def init_chain(
     chain_id: str = "chain",
     deadline_seconds: float = DEFAULT_DEADLINE_SECONDS,
     below_min: BelowMin = "wait",
+    ownership_proofs: bool = False,
 ) -> InitializedChain:
     """Write a chain of ``mixes`` mixes (``mix1`` … ``mixM``) and an analyzer running
     ``selected`` into ``directory`` (created 0700 if missing): an identity key per mix
     (``<name>.key``, 0600) and ``chain.toml`` with ``[chain]``, ``[[mix]]``, ``[analyzer]``,
     ``[round]`` (:func:`round_section`) and ``[protocol]`` (what ``cloaknet plan --toml``
-    prints), every node on a free port of ``host``.
+    prints), every node on a free port of ``host``; ``ownership_proofs`` sets
+    ``[chain] ownership_proofs`` (mixes can then trace and exclude layers that do not open,
+    at 48 more bytes per message per mix after the first).
 
     Everything is checked before anything is written (the tables together, the names, that
     neither the chain file nor a key file exists); a failure midway removes what this call
@@ -180,6 +183,7 @@ def init_chain(
             sink=NodeInfo(ANALYZER_NAME, _url(host, ports[-1]), None),
             policy=_policy(rounds),
             sink_table=SINK_TABLE,
+            ownership_proofs=ownership_proofs,
         )
         write_chain_file(chain_file, config, protocol)
     except ChainConfigError as exc:

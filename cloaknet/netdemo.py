@@ -35,10 +35,11 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from cloaknet.chain_init import free_ports
-from cloaknet.chainfile import SINK_TABLE, generate_node_keys, write_chain_file
+from cloaknet.chainfile import SINK_TABLE, generate_node_keys, load_chain, write_chain_file
 from cloaknet.client import connect
 from cloaknet.demo_plan import choose, summary_rows
 from cloaknet.encoding import quantize
+from cloaknet.wire_cost import wire_cost
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 
 __all__ = ["DemoError", "run_network_demo"]
@@ -122,8 +123,9 @@ def run_network_demo(
     ``protocol`` and ``bound`` choose what the chain carries (:func:`cloaknet.demo_plan.choose`;
     by default the plan ``cloaknet plan`` prints for these arguments). The JSON object has
     the plan's summary (``protocol``, ``bound``, ``lemma``, ``noise``,
-    ``messages_per_user``, ``epsilon``, ``epsilon_exact``, ``delta``, …) and what the run
-    measured.
+    ``messages_per_user``, ``epsilon``, ``epsilon_exact``, ``delta``, …), the wire bytes
+    per user (``wire_bytes_per_user``, ``wire_bytes_per_hop``: :mod:`cloaknet.wire_cost`)
+    and what the run measured.
     """
     started = time.perf_counter()
     choice = choose(protocol, users, epsilon, delta, mode=mode, bound=bound, precision=precision)
@@ -152,6 +154,9 @@ def run_network_demo(
         )
         chain_path = directory / "chain.toml"
         write_chain_file(chain_path, config, table, chosen)
+        loaded = load_chain(chain_path)
+        cost = wire_cost(loaded.messages, loaded.payload_length, mixes,
+                         proven=config.ownership_proofs)  # fmt: skip
         base = ["--chain", str(chain_path)]
         procs.start("analyzer", [*base, "--name", "analyzer"])
         for name in reversed(names):
@@ -196,6 +201,7 @@ def run_network_demo(
         "submit_seconds": outcome["submit_seconds"],
         "hop_messages_per_second": outcome["hop_rates"],
         "hop_seconds": outcome["hop_seconds"],
+        **cost.to_json(),
         "directory": str(directory) if keep else None,
     }
     if chosen is not None:
@@ -319,6 +325,8 @@ def _print_table(summary: dict[str, Any]) -> None:
     table.add_column("value", justify="right")
     for quantity, value in summary_rows(summary):
         table.add_row(quantity, value)
+    hops = ", ".join(f"{n} {b:,}" for n, b in summary["wire_bytes_per_hop"].items())
+    table.add_row("wire bytes per user", f"{summary['wire_bytes_per_user']:,}  ({hops})")
     table.add_row("submit time", f"{summary['submit_seconds']:.2f} s")
     for i, (rate, secs) in enumerate(
         zip(summary["hop_messages_per_second"], summary["hop_seconds"], strict=True)

@@ -76,6 +76,13 @@ def add_chain_parser(sub: Any) -> None:
         help="at the deadline with fewer than --users submissions: keep waiting or abort "
         "the round (default wait)",
     )
+    p_init.add_argument(
+        "--ownership-proofs",
+        action="store_true",
+        help="[chain] ownership_proofs = true: every layer after the entry mix's carries a "
+        "48-byte proof, so a submission with a layer that does not open is traced and "
+        "excluded instead of aborting the round (recommended for chains open to anyone)",
+    )
 
 
 def cmd_chain(args: argparse.Namespace) -> int:
@@ -101,6 +108,7 @@ def cmd_chain(args: argparse.Namespace) -> int:
         chain_id=args.id,
         deadline_seconds=args.deadline or DEFAULT_DEADLINE_SECONDS,
         below_min=args.below_min,
+        ownership_proofs=args.ownership_proofs,
     )
     print(
         f"# {made.chain_file}: {args.mixes} mixes and an analyzer on {args.host}; rounds of "

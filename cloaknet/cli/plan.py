@@ -23,6 +23,7 @@ from cloaknet.errors import InfeasiblePlanError, ParameterError
 from cloaknet.planner import BOUNDS, DEFAULT_MAX_MESSAGES
 from cloaknet.plans import SelectedPlan, select_plan
 from cloaknet.protocol_table import selected_section
+from cloaknet.wire_cost import WireCost, wire_cost
 from mixnet.chain_render import render_table
 
 __all__ = ["add_plan_parser", "cmd_plan"]
@@ -83,6 +84,18 @@ def add_plan_parser(sub: Any) -> None:
         default=DEFAULT_MAX_MESSAGES,
         help=f"search limit on messages per user (default {DEFAULT_MAX_MESSAGES})",
     )
+    p_plan.add_argument(
+        "--mixes",
+        type=positive_int,
+        default=3,
+        help="mixes in the chain, for the wire bytes per user (default 3)",
+    )
+    p_plan.add_argument(
+        "--ownership-proofs",
+        action="store_true",
+        help="count the wire bytes of a chain with [chain] ownership_proofs = true "
+        "(48 more bytes per message per mix after the first)",
+    )
     output = p_plan.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print one JSON object")
     output.add_argument(
@@ -110,7 +123,7 @@ def _select(args: argparse.Namespace, bound: str, **overrides: Any) -> SelectedP
 def cmd_plan(args: argparse.Namespace) -> int:
     """Run ``cloaknet plan``; returns 0 (errors propagate to :func:`cloaknet.cli.main`)."""
     chosen = _select(args, args.bound)
-    result = chosen.to_json()
+    result = {**chosen.to_json(), **_wire(args, chosen.to_json()).to_json()}
     others = [alternative.to_json() for alternative in chosen.alternatives]
     if args.json:
         print(json.dumps({**result, "alternatives": others}, indent=2))
@@ -132,6 +145,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _wire(args: argparse.Namespace, result: dict[str, Any]) -> WireCost:
+    """What one user's messages cost on the wire through ``--mixes`` mixes."""
+    return wire_cost(
+        int(result["messages_per_user"]),
+        int(result["bytes_per_message"]),
+        args.mixes,
+        proven=args.ownership_proofs,
+    )
+
+
 def _print_toml(chosen: SelectedPlan, result: dict[str, Any]) -> None:
     print(
         f"# cloaknet plan: {result['mode']}, {result['bound']} bound, {result['noise']} noise, "
@@ -145,6 +168,13 @@ def _print_toml(chosen: SelectedPlan, result: dict[str, Any]) -> None:
     check_tables(rounds, protocol)  # refuses, naming the field, what no chain would load
     print(render_table("round", rounds))
     print(render_table("protocol", protocol), end="")
+
+
+def _wire_meaning(result: dict[str, Any]) -> str:
+    hops = result["wire_bytes_per_hop"]
+    proofs = ", ownership proofs" if result["ownership_proofs"] else ""
+    arriving = ", ".join(f"{name} {count:,}" for name, count in hops.items())
+    return f"one submission box through {len(hops) - 1} mixes{proofs}; arriving: {arriving}"
 
 
 def _plan_table(result: dict[str, Any], alternatives: list[dict[str, Any]]) -> None:
@@ -208,6 +238,11 @@ def _plan_table(result: dict[str, Any], alternatives: list[dict[str, Any]]) -> N
             "bytes per user",
             f"{result['bytes_per_user']:,}",
             f"{result['messages_per_user']} × {result['bytes_per_message']} bytes",
+        ),
+        (
+            "wire bytes per user",
+            f"{result['wire_bytes_per_user']:,}",
+            _wire_meaning(result),
         ),
         ("expected RMSE", f"{result['expected_rmse']:.4g}", "of the estimated sum, n users"),
     ]
