@@ -1,7 +1,8 @@
 """Accusations on the wire: the ``accusations`` field of an ``accused`` reply
 (``docs/wire.md``, § 13).
 
-An accusation is the map ``{failure: str, steps: [{hop, item, secret, proof}, ...]}``
+An accusation is the map ``{failure: str, steps: [{hop, item, secret, proof}, ...],
+delivery?: {sender, chunk, count, position, path: [bin 32, ...], signature}}``
 (``secret`` and ``proof`` are empty in the last step of a ``no-owner`` accusation);
 :func:`accusation_to_wire` writes one and :func:`parse_accusations` reads a list of them,
 checking every type and length before anything else looks at them. The evidence itself is
@@ -11,24 +12,49 @@ checked by :func:`mixnet.blame.verify_accusation`.
 from __future__ import annotations
 
 from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
+from mixnet.chunk_signature import MAX_PATH, SIGNATURE_LENGTH, Delivery
 from mixnet.dleq import PROOF_LENGTH
 from mixnet.errors import BadLength, MalformedFrame
-from mixnet.wire import get_bytes, get_int, get_str
+from mixnet.wire import get_bytes, get_bytes_list, get_int, get_str
 
 __all__ = ["accusation_to_wire", "parse_accusations"]
+
+#: Longest node name (as :data:`mixnet.frames.MAX_NAME_LENGTH`, which imports this module).
+MAX_NAME_LENGTH = 64
 
 _FAILURES = {f.value: f for f in Failure}
 
 
 def accusation_to_wire(accusation: Accusation) -> dict[str, object]:
     """The msgpack map of ``accusation``."""
-    return {
+    wire: dict[str, object] = {
         "failure": accusation.failure.value,
         "steps": [
             {"hop": s.hop, "item": s.item, "secret": s.shared_secret, "proof": s.proof}
             for s in accusation.steps
         ],
     }
+    d = accusation.delivery
+    if d is not None:
+        wire["delivery"] = {
+            "sender": d.sender, "chunk": d.index, "count": d.count, "position": d.position,
+            "path": list(d.path), "signature": d.signature,
+        }  # fmt: skip
+    return wire
+
+
+def _parse_delivery(raw: object) -> Delivery:
+    if not isinstance(raw, dict):
+        raise MalformedFrame("a delivery must be a map")
+    count = get_int(raw, "count", min_value=1, max_value=1 << 32)
+    return Delivery(
+        sender=get_str(raw, "sender", max_length=MAX_NAME_LENGTH),
+        index=get_int(raw, "chunk", min_value=0, max_value=(1 << 32) - 1),
+        count=count,
+        position=get_int(raw, "position", min_value=0, max_value=count - 1),
+        path=tuple(get_bytes_list(raw, "path", item_length=32, max_count=MAX_PATH)),
+        signature=get_bytes(raw, "signature", length=SIGNATURE_LENGTH),
+    )
 
 
 def _parse_step(step: object, max_item_length: int) -> Step:
@@ -56,7 +82,8 @@ def _parse_accusation(entry: object, max_steps: int, max_item_length: int) -> Ac
     steps = entry.get("steps")
     if not isinstance(steps, list) or not 0 < len(steps) <= max_steps:
         raise MalformedFrame(f"an accusation needs 1 to {max_steps} steps")
-    return Accusation(failure, tuple(_parse_step(s, max_item_length) for s in steps))
+    delivery = _parse_delivery(entry["delivery"]) if "delivery" in entry else None
+    return Accusation(failure, tuple(_parse_step(s, max_item_length) for s in steps), delivery)
 
 
 def parse_accusations(

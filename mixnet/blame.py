@@ -34,6 +34,9 @@ import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from nacl.signing import VerifyKey
+
+from mixnet.chunk_signature import Delivery, verify_delivery
 from mixnet.dleq import (
     PROOF_LENGTH,
     InvalidProof,
@@ -58,6 +61,8 @@ __all__ = [
     "PayloadValidator",
     "Step",
     "accept_all",
+    "culprit",
+    "delivered_by",
     "failure_of",
     "open_layer",
     "owned",
@@ -158,6 +163,9 @@ class Accusation:
 
     failure: Failure
     steps: tuple[Step, ...]
+    #: the predecessor's signed chunk holding :attr:`item` (:mod:`mixnet.chunk_signature`),
+    #: if the accuser has it: what lets anyone tell who made the item up
+    delivery: Delivery | None = None
 
     @property
     def hop(self) -> int:
@@ -169,10 +177,15 @@ class Accusation:
         """The accused input of mix :attr:`hop` (the output of the mix before it)."""
         return self.steps[0].item
 
-    def extended(self, step: Step) -> Accusation:
+    def extended(self, step: Step, delivery: Delivery | None = None) -> Accusation:
         """This accusation traced one hop back: ``step`` is the previous mix's proof that its
-        input opens to :attr:`item` (checked by :func:`verify_accusation`, not here)."""
-        return Accusation(self.failure, (step, *self.steps))
+        input opens to :attr:`item` (checked by :func:`verify_accusation`, not here), and
+        ``delivery`` the signed chunk that brought that input."""
+        return Accusation(self.failure, (step, *self.steps), delivery)
+
+    def delivered(self, delivery: Delivery | None) -> Accusation:
+        """This accusation with ``delivery`` for its first item."""
+        return Accusation(self.failure, self.steps, delivery)
 
 
 def _length_prefixed(data: bytes) -> bytes:
@@ -384,3 +397,35 @@ def verify_accusation(
             raise InvalidEvidence("a payload is only checked at the last mix")
         if validator(inner):
             raise InvalidEvidence("the validator accepts the payload")
+
+
+def delivered_by(
+    accusation: Accusation, sender: str, identity: bytes, *, chain_id: str, round_id: int
+) -> bool:
+    """Whether ``accusation`` carries ``sender``'s signed chunk holding its first item
+    (``identity``: the sender's 32-byte Ed25519 public key). Never raises for hostile
+    values."""
+    delivery = accusation.delivery
+    if delivery is None or delivery.sender != sender:
+        return False
+    try:
+        key = VerifyKey(identity)
+    except (TypeError, ValueError):
+        return False
+    return verify_delivery(delivery, accusation.item, key, chain_id=chain_id, round_id=round_id)
+
+
+def culprit(
+    evidence_holds: bool, evidence: Accusation | None, *, blamed: str, blamer: str,
+    blamer_identity: bytes | None, chain_id: str, round_id: int,
+) -> str:  # fmt: skip
+    """Who a blame names, judged from its evidence: ``blamer`` refused ``evidence``, an
+    accusation ``blamed`` made about an item ``blamer`` delivered to it. If the evidence holds
+    (``evidence_holds``: :func:`verify_accusation` passed) *and* carries ``blamer``'s signature
+    over a chunk holding the item, ``blamer`` sent a provably bad item and refused to trace
+    it: the culprit is ``blamer``. Otherwise ``blamed`` could not back its accusation."""
+    if evidence is None or not evidence_holds or blamer_identity is None:
+        return blamed
+    if delivered_by(evidence, blamer, blamer_identity, chain_id=chain_id, round_id=round_id):
+        return blamer
+    return blamed

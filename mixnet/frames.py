@@ -182,7 +182,8 @@ class Aborted:
 class Batch:
     """One chunk of a node-to-node batch: chunk ``index`` of ``chunks``; the whole batch holds
     ``count`` items from ``clients`` clients; ``excluded`` submissions were traced and left
-    out (only the last mix's batch to the sink has any)."""
+    out (only the last mix's batch to the sink has any). ``signature`` is the sender's
+    Ed25519 signature over the chunk (:mod:`mixnet.chunk_signature`; ``None``: unsigned)."""
 
     round_id: int
     sender: str
@@ -192,6 +193,7 @@ class Batch:
     count: int
     payloads: tuple[bytes, ...]
     excluded: int = 0
+    signature: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -214,12 +216,14 @@ class Accused:
     """successor → mix: evidence against items of the mix's output (``accusations``, each
     about an input of the successor), ``untraced`` items dropped further down without
     evidence, and ``blame``: the name of a mix that could not back its accusations (then the
-    round aborts), or empty."""
+    round aborts), or empty; ``evidence`` is the accusation that mix made and its
+    predecessor refused (anyone can judge it: :func:`mixnet.blame.culprit`)."""
 
     round_id: int
     accusations: tuple[Accusation, ...] = ()
     untraced: int = 0
     blame: str = ""
+    evidence: Accusation | None = None
 
 
 @dataclass(frozen=True)
@@ -351,19 +355,23 @@ def to_wire(frame: Frame) -> dict[str, object]:
                 "count": frame.count,
                 "payloads": list(frame.payloads),
                 "excluded": frame.excluded,
+                **({} if frame.signature is None else {"signature": frame.signature}),
             }
         case BatchAck():
             return {"type": "batch-ack", "round": frame.round_id, "chunk": frame.index}
         case Trace():
             return {"type": "trace", "round": frame.round_id}
         case Accused():
-            return {
+            accused: dict[str, object] = {
                 "type": "accused",
                 "round": frame.round_id,
                 "accusations": [accusation_to_wire(a) for a in frame.accusations],
                 "untraced": frame.untraced,
                 "blame": frame.blame,
             }
+            if frame.evidence is not None:
+                accused["evidence"] = accusation_to_wire(frame.evidence)
+            return accused
         case Exclude():
             return {
                 "type": "exclude",
@@ -437,6 +445,7 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
                 )
             ),
             excluded=_optional_count(frame, "excluded"),
+            signature=_optional_bytes(frame, "signature", SIGNATURE_LENGTH),
         )
     if kind == "trace":
         return Trace(_round(frame))
@@ -523,16 +532,18 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
     if kind == "batch-ack":
         return BatchAck(_round(frame), get_int(frame, "chunk", min_value=0, max_value=ROUND_ID_MAX))
     if kind == "accused":
+        shape = {"max_steps": max(limits.mixes, 1), "max_item_length": limits.item_length}
+        evidence = None
+        if "evidence" in frame:
+            (evidence,) = parse_accusations([frame["evidence"]], max_count=1, **shape)
         return Accused(
             round_id=_round(frame),
             accusations=parse_accusations(
-                frame.get("accusations"),
-                max_count=limits.chunk_items,
-                max_steps=max(limits.mixes, 1),
-                max_item_length=limits.item_length,
+                frame.get("accusations"), max_count=limits.chunk_items, **shape
             ),
             untraced=get_int(frame, "untraced", min_value=0, max_value=ROUND_ID_MAX),
             blame=get_str(frame, "blame", max_length=MAX_NAME_LENGTH),
+            evidence=evidence,
         )
     if kind == "excluded":
         return Excluded(_round(frame))

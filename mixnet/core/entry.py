@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from mixnet.admission import check_credential_client
 from mixnet.blame import PayloadValidator, accept_all
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
+from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.intake import EntryIntake, item_digest, submission_digest
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import (
@@ -38,6 +39,7 @@ from mixnet.core.records import (
 )
 from mixnet.core.rounds import KeyFactory, RoundState
 from mixnet.core.status import TERMINAL, Role, RoundStatus
+from mixnet.core.submissions import SubmissionTable
 from mixnet.core.verdict import EntryVerdict
 from mixnet.errors import (
     DuplicateClient,
@@ -135,14 +137,16 @@ class EntryMachine(EntryVerdict):
         successor: str = "",
         credentials: bool = False,
         validator: PayloadValidator = accept_all,
+        signing: ChunkSigning | None = None,
     ) -> None:
         """``jitter()`` gives a uniform number in [0, 1] that spreads the back-off after a
         refused opening (the adapter passes the OS CSPRNG's; the default 1.0 waits the full
         ceiling). ``successor`` names the next mix (in the reasons of aborted rounds).
         ``validator`` is the application's payload check: in a chain of one mix the entry mix
         is also the last, sees every plaintext payload at intake and refuses a submission
-        with one it rejects (whole; there is nothing to trace)."""
-        super().__init__(name=name, chunk_size=policy.chunk_size, keys=keys)
+        with one it rejects (whole; there is nothing to trace). ``signing`` signs its
+        outbound chunks and judges blames (:mod:`mixnet.core.deliveries`)."""
+        super().__init__(name=name, chunk_size=policy.chunk_size, keys=keys, signing=signing)
         self.jitter = jitter
         self.successor = successor
         self.validator = validator
@@ -266,6 +270,8 @@ class EntryMachine(EntryVerdict):
         self._move(st, RoundStatus.OPEN)
         st.announcements = (*st.announcements, *downstream)
         st.entry = EntryIntake(r, self.messages, self.box_length, self.policy, now)
+        if self.hops > 1:  # room for every onion of a full round, up front
+            st.payload_digests.reserve(min(self.policy.max_users * self.messages, 1 << 21))
         return [
             Persist(
                 (
@@ -472,8 +478,7 @@ class EntryMachine(EntryVerdict):
             return []
         if len(st.submissions) < self.policy.min_users:  # a store failure cost a user
             return self._abort(st)
-        payloads = [p for sub in st.submissions.values() for p in sub]
-        return self._start_mix(st, payloads, len(st.submissions))
+        return self._start_mix(st, st.submissions.all_items(), len(st.submissions))
 
     def _abort(self, st: RoundState) -> list[Action]:
         """End ``st`` without a result: its intake and receipts go (an exact retry is then
@@ -509,6 +514,7 @@ class EntryMachine(EntryVerdict):
         successor: str = "",
         credentials: bool = False,
         validator: PayloadValidator = accept_all,
+        signing: ChunkSigning | None = None,
     ) -> tuple[EntryMachine, list[Action]]:
         """Rebuild the machine from what the store holds, and the actions that resume
         unfinished work: a round left ``OPENING`` is aborted down the chain (its opening
@@ -526,6 +532,7 @@ class EntryMachine(EntryVerdict):
             successor=successor,
             credentials=credentials,
             validator=validator,
+            signing=signing,
         )
         actions: list[Action] = []
         last = max((rec.round_id for rec in records.rounds), default=0)
@@ -559,13 +566,13 @@ class EntryMachine(EntryVerdict):
                 actions += m._abort(st)
             elif rec.status is RoundStatus.CLOSED:
                 st.clients = None
-                st.submissions = {sub.client: sub.payloads for sub in subs}
+                st.submissions = SubmissionTable((sub.client, sub.payloads) for sub in subs)
                 actions += m._mix_if_ready(st)
             elif rec.status is RoundStatus.MIXED and r in records.outbound:
-                st.submissions = {sub.client: sub.payloads for sub in subs}
+                st.submissions = SubmissionTable((sub.client, sub.payloads) for sub in subs)
                 actions += m._resume_outbound(st, records.outbound[r])
             elif rec.status is RoundStatus.FORWARDED:
-                st.submissions = {sub.client: sub.payloads for sub in subs}
+                st.submissions = SubmissionTable((sub.client, sub.payloads) for sub in subs)
                 actions += m._forwarded(st)
             elif rec.status is RoundStatus.ABORTED and r > last - RECEIPT_ROUNDS:
                 # the abort may not have reached the chain before the restart: say it again

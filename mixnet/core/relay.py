@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from mixnet.blame import PayloadValidator, accept_all
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
+from mixnet.core.deliveries import ChunkSigning, ReceivedChunk
 from mixnet.core.downstream import ChunkReceiver
 from mixnet.core.intake import drop_replays, item_digest
 from mixnet.core.records import EraseKey, NewRound, NodeRecords, SetRound
@@ -87,10 +88,13 @@ class RelayMachine(ChunkReceiver, TracingMix):
         last: bool = False,
         validator: PayloadValidator = accept_all,
         proven: bool = False,
+        signing: ChunkSigning | None = None,
     ) -> None:
         """``proven``: the chain's layers carry ownership proofs, so inputs that do not peel
-        are kept for the trace (:mod:`mixnet.core.tracing`) instead of only counted."""
-        MixRounds.__init__(self, name=name, chunk_size=chunk_size, keys=keys)
+        are kept for the trace (:mod:`mixnet.core.tracing`) instead of only counted.
+        ``signing``: sign outbound chunks and check inbound ones
+        (:mod:`mixnet.core.deliveries`)."""
+        MixRounds.__init__(self, name=name, chunk_size=chunk_size, keys=keys, signing=signing)
         self.proven = proven
         self.role = Role.LAST if last else Role.RELAY
         self.predecessor = predecessor
@@ -183,7 +187,16 @@ class RelayMachine(ChunkReceiver, TracingMix):
     # ------------------------------------------------------------------ intake
 
     def _receive(self, st: RoundState, batch: Batch) -> list[Action]:
+        """Check the chunk's signature (:class:`BadSignature` if it fails; nothing is kept),
+        keep it for deliveries, drop replays and peel the rest."""
         assert st.batch is not None
+        if self.signing is not None:
+            self.signing.check(batch.round_id, batch.sender, batch.index, batch.payloads,
+                               batch.signature)  # fmt: skip
+            if batch.signature is not None:
+                st.received[batch.index] = ReceivedChunk(
+                    batch.sender, batch.index, batch.payloads, batch.signature
+                )
         unique, replayed = drop_replays(batch.payloads, st.batch.seen, batch.index)
         # the filter entries this chunk made, stored with it so a restart rebuilds the filter
         digests = b"".join(item_digest(item) for item in unique)
@@ -254,6 +267,7 @@ class RelayMachine(ChunkReceiver, TracingMix):
         last: bool = False,
         validator: PayloadValidator = accept_all,
         proven: bool = False,
+        signing: ChunkSigning | None = None,
     ) -> tuple[RelayMachine, list[Action]]:
         """Rebuild the machine from what the store holds, and the actions that resume
         unfinished work: an ``OPEN`` round whose chunks are all stored, or a ``CLOSED``
@@ -272,6 +286,7 @@ class RelayMachine(ChunkReceiver, TracingMix):
             last=last,
             validator=validator,
             proven=proven,
+            signing=signing,
         )
         actions: list[Action] = []
         for rec in records.rounds:

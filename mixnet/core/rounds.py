@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mixnet.core.actions import Action, Mix, Persist, Send
+from mixnet.core.deliveries import ChunkSigning, ReceivedChunk
+from mixnet.core.digests import DigestSet
 from mixnet.core.intake import BatchIntake, EntryIntake
 from mixnet.core.records import (
     AckOutbound,
@@ -26,6 +28,7 @@ from mixnet.core.records import (
     Write,
 )
 from mixnet.core.status import TERMINAL, Role, RoundStatus, advance
+from mixnet.core.submissions import SubmissionTable
 from mixnet.errors import RoundClosed
 from mixnet.frames import Batch, BatchAck
 from mixnet.keys import RoundKeyAnnouncement
@@ -67,25 +70,27 @@ class RoundState:
     opened_at: float
     announcements: tuple[RoundKeyAnnouncement, ...] = ()
     entry: EntryIntake | None = None
-    #: entry mix: stored submissions' payloads by client, in acceptance order
-    submissions: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
+    #: entry mix: stored submissions' payloads by client, in acceptance order (one buffer)
+    submissions: SubmissionTable = field(default_factory=SubmissionTable)
     #: entry mix: submissions accepted but not yet stored, by client
     pending: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
     #: entry mix: client -> digest of every stored submission (kept after the intake)
     receipts: dict[str, bytes] = field(default_factory=dict)
     #: entry mix: digests of the peeled payloads of the round's accepted submissions (equal
     #: onions peel to equal payloads, so this refuses a replay, also after a restart)
-    payload_digests: set[bytes] = field(default_factory=set)
+    payload_digests: DigestSet = field(default_factory=DigestSet)
     batch: BatchIntake | None = None
-    #: relay and sink: stored chunks' payloads by chunk index
-    chunk_payloads: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    #: relay and sink: stored chunks' payloads by chunk index (views of the round's buffer)
+    chunk_payloads: dict[int, Sequence[bytes]] = field(default_factory=dict)
     #: relay: stored chunks' input ciphertexts by chunk index (aligned with the payloads)
-    chunk_inputs: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    chunk_inputs: dict[int, Sequence[bytes]] = field(default_factory=dict)
     #: relay and sink: items of stored chunks dropped (replays, items that did not peel)
     dropped: int = 0
     #: relay on a chain with ownership proofs: inputs that did not peel, by chunk index
     #: (memory only: after a restart they count as untraced)
     chunk_failed: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    #: relay: received chunks as signed, by index, for deliveries in the trace (memory only)
+    received: dict[int, ReceivedChunk] = field(default_factory=dict)
     #: the sink: submissions the chain excluded (from the batch's chunks)
     excluded: int = 0
     #: entry mix: when to send ``trace`` again (unix seconds), while the chain is not ready
@@ -139,10 +144,19 @@ class MixRounds:
 
     role: Role
 
-    def __init__(self, *, name: str, chunk_size: int, keys: KeyFactory) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        chunk_size: int,
+        keys: KeyFactory,
+        signing: ChunkSigning | None = None,
+    ) -> None:
         self.name = name
         self.chunk_size = chunk_size
         self.keys = keys
+        #: signing and checking chunks (:mod:`mixnet.core.deliveries`; ``None``: unsigned)
+        self.signing = signing
         self.rounds: dict[int, RoundState] = {}
         #: rounds pruned from memory (see :func:`prune_rounds`)
         self.forgotten: set[int] = set()
@@ -162,7 +176,7 @@ class MixRounds:
     def _start_mix(self, st: RoundState, payloads: Sequence[bytes], clients: int) -> list[Action]:
         """The intake of ``st`` is complete and stored: permute it."""
         st.clients = clients
-        return [Mix(st.round_id, tuple(payloads), self.chunk_size)]
+        return [Mix(st.round_id, payloads, self.chunk_size)]
 
     def mixed(self, round_id: int, chunks: Sequence[Sequence[bytes]]) -> list[Action]:
         """Event: the adapter permuted the round's payloads and cut them into ``chunks``.
@@ -175,7 +189,7 @@ class MixRounds:
         outbound = OutboundBatch(
             clients=clients,
             count=sum(len(c) for c in chunks),
-            chunks=tuple(OutboundChunk(i, tuple(c)) for i, c in enumerate(chunks)),
+            chunks=tuple(OutboundChunk(i, c) for i, c in enumerate(chunks)),
         )
         self._move(st, RoundStatus.MIXED)
         st.outbound = outbound
@@ -208,7 +222,7 @@ class MixRounds:
                             chunks=len(st.outbound.chunks),
                             clients=st.outbound.clients,
                             count=st.outbound.count,
-                            payloads=chunk.payloads,
+                            payloads=tuple(chunk.payloads),
                             excluded=st.outbound.excluded,
                         )
                     )
@@ -253,6 +267,7 @@ class MixRounds:
         st.chunk_payloads.clear()
         st.chunk_inputs.clear()
         st.chunk_failed.clear()
+        st.received.clear()
         st.payload_digests.clear()
         return Persist(
             (

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
 from mixnet.core.actions import Action, Persist, Prove, Reply, Send, Verify
+from mixnet.core.deliveries import deliveries, judge
 from mixnet.core.intake import split_chunks
 from mixnet.core.records import (
     DropIntake,
@@ -45,7 +46,14 @@ from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import InternalError, MixnetError, NotReady, UnknownRound
 from mixnet.frames import AbortRound, Accused, Exclude, Excluded, Trace
 
-__all__ = ["TRACE_TIMEOUT", "TraceProved", "TraceVerified", "TracingMix", "accusation_cap"]
+__all__ = [
+    "TRACE_TIMEOUT",
+    "BlameChecked",
+    "TraceProved",
+    "TraceVerified",
+    "TracingMix",
+    "accusation_cap",
+]
 
 #: Seconds a mix after the entry keeps a round's key and intake for the trace once its whole
 #: batch is here. A round whose ``exclude`` has not come by then is aborted here (the last
@@ -68,6 +76,14 @@ _TRACE_OVER = frozenset({RoundStatus.RELEASED, RoundStatus.CONFIRMED, RoundStatu
 @dataclass(frozen=True)
 class TraceVerified:
     """Token of the :class:`Verify` of the successor's accusations."""
+
+    round_id: int
+    reply: Accused
+
+
+@dataclass(frozen=True)
+class BlameChecked:
+    """Token of the :class:`Verify` of the evidence behind the successor's blame."""
 
     round_id: int
     reply: Accused
@@ -130,6 +146,7 @@ class TracingMix(MixRounds):
         st.chunk_payloads.clear()
         st.chunk_inputs.clear()
         st.chunk_failed.clear()
+        st.received.clear()
         return Persist(
             (DropIntake(st.round_id), EraseKey(st.round_id), SetRound(st.round_id, status=status))
         )
@@ -168,7 +185,13 @@ class TracingMix(MixRounds):
         if reply.round_id != sent.round_id:
             return [Reply(Accused(sent.round_id, blame=self.successor))]
         if reply.blame:
-            return [Reply(Accused(sent.round_id, blame=reply.blame))]
+            if reply.evidence is None or self.signing is None:
+                return [Reply(Accused(sent.round_id, blame=reply.blame))]
+            keys = self._hop_keys(st)
+            if reply.evidence.hop not in keys:  # not about a later mix: the reporter lied
+                return [Reply(Accused(sent.round_id, blame=self.successor))]
+            checked = BlameChecked(sent.round_id, reply)
+            return [Verify(sent.round_id, (reply.evidence,), keys, checked)]
         if not reply.accusations:
             cap = accusation_cap(self.chunk_size, self.hop + 1)
             failed, untraced = self._failed(st, cap)
@@ -181,20 +204,29 @@ class TracingMix(MixRounds):
 
     def verified(self, token: object, results: Sequence[bool], now: float) -> list[Action]:
         """Event: the adapter checked the successor's accusations (one bool each). Each
-        accused item must be an output of this mix; its input is then proven."""
+        accused item must be an output of this mix; its input is then proven. A successor
+        whose accusation does not hold, or names an item this mix never sent, is blamed with
+        that accusation as the evidence; for a :class:`BlameChecked` token the evidence of
+        the successor's blame is judged (:func:`mixnet.core.deliveries.judge`)."""
+        if isinstance(token, BlameChecked):
+            evidence = token.reply.evidence
+            assert evidence is not None and self.signing is not None
+            holds = len(results) == 1 and results[0]
+            name = judge(evidence, holds, self.signing, token.round_id)
+            return [Reply(Accused(token.round_id, blame=name, evidence=evidence))]
         if not isinstance(token, TraceVerified):
             raise TypeError(f"not a trace token: {token!r}")
         st = self._round(token.round_id)
-        blamed: list[Action] = [Reply(Accused(token.round_id, blame=self.successor))]
         accusations = token.reply.accusations
-        if len(results) != len(accusations) or not all(results):
-            return blamed
+        if len(results) != len(accusations):
+            return [Reply(Accused(token.round_id, blame=self.successor))]
         origin = {output: item for item, output in self._pairs(st)}
         inputs = []
-        for accusation in accusations:
+        for accusation, holds in zip(accusations, results, strict=True):
             item = origin.get(accusation.item)
-            if accusation.hop != self.hop + 1 or item is None:
-                return blamed  # an item this mix never sent
+            if not holds or accusation.hop != self.hop + 1 or item is None:
+                # it does not hold, or names an item this mix never sent
+                return [Reply(Accused(token.round_id, blame=self.successor, evidence=accusation))]
             inputs.append(item)
         cap = accusation_cap(self.chunk_size, self.hop + 1)
         failed, untraced = self._failed(st, cap - len(accusations))
@@ -217,14 +249,23 @@ class TracingMix(MixRounds):
             if not isinstance(step, Step):
                 raise InternalError(f"a step could not be proven: {step}")
             made.append(step)
-        own = tuple(Accusation(failure_of(s), (s,)) for s in made[: token.failures])
+        st = self.rounds.get(token.round_id)
+        found = deliveries(st.received, [s.item for s in made]) if st is not None else {}
+        own = tuple(
+            Accusation(failure_of(s), (s,), found.get(s.item)) for s in made[: token.failures]
+        )
         rest = made[token.failures :]
         if token.accusations is None:
-            accused = tuple(Accusation(Failure.INVALID_PAYLOAD, (s,)) for s in rest)
+            accused = tuple(
+                Accusation(Failure.INVALID_PAYLOAD, (s,), found.get(s.item)) for s in rest
+            )
         else:
             if len(rest) != len(token.accusations):
                 raise InternalError("a step is missing")
-            accused = tuple(a.extended(s) for a, s in zip(token.accusations, rest, strict=True))
+            accused = tuple(
+                a.extended(s, found.get(s.item))
+                for a, s in zip(token.accusations, rest, strict=True)
+            )
         return [Reply(Accused(token.round_id, own + accused, token.untraced))]
 
     # ------------------------------------------------------------------ exclude
@@ -292,6 +333,7 @@ class TracingMix(MixRounds):
         st.chunk_payloads.clear()
         st.chunk_inputs.clear()
         st.chunk_failed.clear()
+        st.received.clear()
         r = st.round_id
         persist = Persist(
             (

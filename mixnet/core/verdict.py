@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mixnet.core.actions import Action, Persist, Send, Verify
+from mixnet.core.deliveries import judge
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import DropIntake, ForgetReceipts, SetRound
 from mixnet.core.rounds import MixRounds, RoundState
@@ -24,10 +25,18 @@ from mixnet.core.status import RoundStatus
 from mixnet.errors import MixnetError
 from mixnet.frames import Accused, Exclude, Excluded, Frame, Trace
 
-__all__ = ["TRACE_RETRY", "EntryVerdict", "VerdictChecked"]
+__all__ = ["TRACE_RETRY", "BlameJudged", "EntryVerdict", "VerdictChecked"]
 
 #: Seconds before the entry mix asks for a round's verdict again after a refusal.
 TRACE_RETRY = 1.0
+
+
+@dataclass(frozen=True)
+class BlameJudged:
+    """Token of the :class:`Verify` of the evidence behind a blame the chain reported."""
+
+    round_id: int
+    reply: Accused
 
 
 @dataclass(frozen=True)
@@ -79,11 +88,14 @@ class EntryVerdict(MixRounds):
                 return []
             if reply.round_id != sent.round_id:
                 return self._conclude(st, f"mix {self.successor} answered for another round")
+            keys = {hop: a.public_key for hop, a in enumerate(st.announcements)}
             if reply.blame:
+                if reply.evidence is not None and self.signing is not None:
+                    judged = BlameJudged(st.round_id, reply)
+                    return [Verify(st.round_id, (reply.evidence,), keys, judged)]
                 return self._conclude(st, f"mix {reply.blame} could not back its accusations")
             if not reply.accusations:
                 return self._exclude(st, reply, [])
-            keys = {hop: a.public_key for hop, a in enumerate(st.announcements)}
             token = VerdictChecked(st.round_id, reply)
             return [Verify(st.round_id, reply.accusations, keys, token)]
         if isinstance(sent, Exclude) and isinstance(reply, Excluded):
@@ -105,7 +117,22 @@ class EntryVerdict(MixRounds):
         return []
 
     def verified(self, token: object, results: Sequence[bool], now: float) -> list[Action]:
-        """Event: the adapter checked the chain's accusations (one bool each)."""
+        """Event: the adapter checked the chain's accusations (one bool each), or the
+        evidence of a blame (:class:`BlameJudged`: the round aborts naming the culprit,
+        :func:`mixnet.core.deliveries.judge`)."""
+        if isinstance(token, BlameJudged):
+            judged = self.rounds.get(token.round_id)
+            evidence = token.reply.evidence
+            if judged is None or judged.status is not RoundStatus.FORWARDED:
+                return []
+            assert evidence is not None and self.signing is not None
+            holds = len(results) == 1 and results[0]
+            name = judge(evidence, holds, self.signing, token.round_id)
+            if name == self.signing.name_at(evidence.hop):
+                return self._conclude(judged, f"mix {name} could not back its accusations")
+            return self._conclude(
+                judged, f"mix {name} sent a provably bad item it had signed and would not trace it"
+            )
         if not isinstance(token, VerdictChecked):
             raise TypeError(f"not a verdict token: {token!r}")
         st = self.rounds.get(token.round_id)

@@ -6,7 +6,8 @@ import pytest
 
 from mixnet.accusation_wire import accusation_to_wire, parse_accusations
 from mixnet.blame import Accusation, Failure, Step
-from mixnet.errors import BadLength, MalformedFrame
+from mixnet.chunk_signature import Delivery
+from mixnet.errors import BadLength, MalformedFrame, WrongCount
 
 STEP = Step(2, b"i" * 80, b"s" * 32, b"p" * 96)
 ACC = Accusation(Failure.INVALID_PAYLOAD, (STEP,))
@@ -43,3 +44,43 @@ def test_a_step_item_longer_than_the_chain_allows_is_refused() -> None:
     long = Accusation(Failure.INVALID_PAYLOAD, (Step(2, b"i" * 101, b"s" * 32, b"p" * 96),))
     with pytest.raises(BadLength):
         parse([accusation_to_wire(long)])
+
+
+DELIVERY = Delivery("mix1", 3, 5, 4, (b"h" * 32, b"g" * 32), b"z" * 64)
+DELIVERED = Accusation(Failure.NO_OWNER, (Step(1, b"i" * 80, b"", b""),), DELIVERY)
+
+
+def test_deliveries_and_secretless_steps_round_trip() -> None:
+    assert parse([accusation_to_wire(DELIVERED)]) == (DELIVERED,)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"position": 5},  # outside the chunk
+        {"count": 0},
+        {"signature": b"z" * 63},
+        {"path": [b"h" * 31]},
+        {"path": [b"h" * 32] * 33},
+        {"sender": 7},
+        {"chunk": -1},
+    ],
+)
+def test_malformed_deliveries_are_refused(change: dict[str, object]) -> None:
+    wire = accusation_to_wire(DELIVERED)
+    delivery = wire["delivery"]
+    assert isinstance(delivery, dict)
+    with pytest.raises((MalformedFrame, BadLength, WrongCount)):
+        parse([{**wire, "delivery": {**delivery, **change}}])
+
+
+def test_accused_and_batch_frames_carry_evidence_and_signatures() -> None:
+    from mixnet.frames import Accused, Batch, FrameLimits, parse_reply, parse_request, to_wire
+
+    limits = FrameLimits(chain_id="c", item_length=80, chunk_items=4, mixes=3)
+    accused = Accused(7, (ACC,), 0, "mix3", DELIVERED)
+    assert parse_reply(to_wire(accused), limits) == accused
+    batch = Batch(7, "mix1", 0, 1, 1, 1, (b"i" * 80,), 0, b"s" * 64)
+    assert parse_request("batch", to_wire(batch), limits) == batch
+    with pytest.raises(BadLength):
+        parse_request("batch", {**to_wire(batch), "signature": b"s"}, limits)

@@ -140,7 +140,7 @@ class TestRelay:
         }[problem]
         verify = one(relay.on_reply(Trace(R), Accused(R, (acc,)), NOW), Verify)
         acts = relay.verified(verify.token, [problem != "does not verify"], NOW)
-        assert acts == [Reply(Accused(R, blame="mix3"))]  # no Prove: no input is named
+        assert acts == [Reply(Accused(R, blame="mix3", evidence=acc))]  # no Prove: no input named
 
     def test_a_blame_from_further_down_is_passed_back(self) -> None:
         relay = forwarded_relay(self.items)

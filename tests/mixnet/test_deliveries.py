@@ -1,0 +1,134 @@
+"""Signed chunks in the round machines: checking inbound chunks, deliveries attached to
+accusations, and judging a blame from its evidence (mixnet.core.deliveries)."""
+
+from __future__ import annotations
+
+import pytest
+from nacl.signing import SigningKey
+
+from mixnet.blame import Accusation, Failure, Step
+from mixnet.chunk_signature import sign_chunk
+from mixnet.core.actions import Mix, Peel, Persist, Prove, Reply, Send, Verify
+from mixnet.core.deliveries import ChunkSigning, ReceivedChunk, deliveries, judge
+from mixnet.core.relay import RelayMachine
+from mixnet.core.tracing import BlameChecked
+from mixnet.errors import BadSignature
+from mixnet.frames import Accused, Batch, BatchAck, OpenRound, RoundKeys, Trace
+from tests.mixnet.test_machines import LAYER, NOW, RELAY_ITEM, Keys, announcement, item, one
+
+R = 5
+KEYS = {name: SigningKey(bytes([i + 1]) * 32) for i, name in enumerate(("mix1", "mix2", "mix3"))}
+IDENTITIES = {name: bytes(key.verify_key) for name, key in KEYS.items()}
+
+
+def signing_for(name: str) -> ChunkSigning:
+    def sign(round_id: int, index: int, items: object) -> bytes:
+        return sign_chunk(KEYS[name], chain_id="c", round_id=round_id, sender=name, index=index,
+                          items=list(items))  # type: ignore[call-overload]  # fmt: skip
+
+    return ChunkSigning("c", ("mix1", "mix2", "mix3"), IDENTITIES, sign)
+
+
+def signed(items: list[bytes], sender: str = "mix1", index: int = 0) -> bytes:
+    return sign_chunk(KEYS[sender], chain_id="c", round_id=R, sender=sender, index=index,
+                      items=items)  # fmt: skip
+
+
+def batch(items: list[bytes], signature: bytes | None) -> Batch:
+    return Batch(R, "mix1", 0, 1, len(items), len(items), tuple(items), 0, signature)
+
+
+def relay() -> RelayMachine:
+    m = RelayMachine(
+        name="mix2", predecessor="mix1", item_length=RELAY_ITEM, chunk_size=8,
+        keys=Keys("mix2", 2), hop=1, successor="mix3", signing=signing_for("mix2"),
+    )  # fmt: skip
+    m.on_open_round(OpenRound(R), NOW)
+    m.on_reply(OpenRound(R), RoundKeys(R, (announcement("mix3", 3, R),)), NOW)
+    return m
+
+
+def test_an_inbound_chunk_must_carry_the_senders_signature() -> None:
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    m = relay()
+    with pytest.raises(BadSignature, match="not signed"):
+        m.on_batch(batch(items, None))
+    with pytest.raises(BadSignature, match="does not verify"):
+        m.on_batch(batch(items, signed(items[:2])))
+    with pytest.raises(BadSignature):
+        m.on_batch(batch(items, signed(items, sender="mix3")))
+    assert not m.rounds[R].received
+    one(m.on_batch(batch(items, signed(items))), Peel)
+    assert m.rounds[R].received[0] == ReceivedChunk("mix1", 0, tuple(items), signed(items))
+
+
+def test_deliveries_prove_who_sent_each_item() -> None:
+    items = [item(RELAY_ITEM) for _ in range(5)]
+    received = {0: ReceivedChunk("mix1", 0, tuple(items), signed(items))}
+    found = deliveries(received, [items[3], b"unknown"])
+    assert set(found) == {items[3]} and found[items[3]].position == 3
+    signing = signing_for("mix3")
+    accusation = Accusation(Failure.NO_OWNER, (Step(1, items[3], b"", b""),), found[items[3]])
+    assert judge(accusation, True, signing, R) == "mix1"  # it signed a provably bad item
+    assert judge(accusation, False, signing, R) == "mix2"  # the evidence does not hold
+    assert judge(accusation.delivered(None), True, signing, R) == "mix2"  # no delivery
+    other = Accusation(Failure.NO_OWNER, (Step(1, items[2], b"", b""),), found[items[3]])
+    assert judge(other, True, signing, R) == "mix2"  # a delivery of another item
+    assert judge(accusation, True, signing, R + 1) == "mix2"  # of another round
+
+
+def forwarded(items: list[bytes]) -> RelayMachine:
+    """mix2 with ``items`` received (signed by mix1), peeled, mixed in order and forwarded."""
+    m = relay()
+    peel = one(m.on_batch(batch(items, signed(items))), Peel)
+    persist = one(m.peeled(peel.token, [i[:-LAYER] for i in items], NOW), Persist)
+    mix = one(m.persisted(persist.token, NOW), Mix)
+    sent = one(m.mixed(R, [list(mix.payloads)]), Send).frame
+    assert isinstance(sent, Batch)
+    m.on_reply(sent, BatchAck(R, 0), NOW)
+    return m
+
+
+def test_a_proven_step_carries_the_predecessors_delivery() -> None:
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    m = forwarded(items)
+    m.on_trace(Trace(R), NOW)
+    out = items[1][:-LAYER]
+    accusation = Accusation(Failure.INVALID_PAYLOAD, (Step(2, out, bytes(32), bytes(96)),))
+    verify = one(m.on_reply(Trace(R), Accused(R, (accusation,)), NOW), Verify)
+    prove = one(m.verified(verify.token, [True], NOW), Prove)
+    mine = Step(1, items[1], bytes(32), bytes(96))
+    (reply,) = m.proved(prove.token, [mine], NOW)
+    assert isinstance(reply, Reply) and isinstance(reply.frame, Accused)
+    (extended,) = reply.frame.accusations
+    assert extended.steps == (mine, *accusation.steps)
+    assert extended.delivery is not None and extended.delivery.position == 1
+    assert judge(extended, True, signing_for("mix1"), R) == "mix1"  # provable, by its sender
+
+
+def test_an_accusation_that_does_not_hold_is_the_evidence_of_the_blame() -> None:
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    m = forwarded(items)
+    m.on_trace(Trace(R), NOW)
+    made_up = Accusation(Failure.NO_OWNER, (Step(2, b"\x01" * (RELAY_ITEM - LAYER), b"", b""),))
+    verify = one(m.on_reply(Trace(R), Accused(R, (made_up,)), NOW), Verify)
+    assert m.verified(verify.token, [True], NOW) == [  # holds, but names no item of ours
+        Reply(Accused(R, blame="mix3", evidence=made_up))
+    ]
+
+
+def test_a_blame_from_downstream_is_judged_from_its_evidence() -> None:
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    m = forwarded(items)
+    m.on_trace(Trace(R), NOW)
+    evidence = Accusation(Failure.NO_OWNER, (Step(2, b"\x02" * 40, b"", b""),))
+    reply = Accused(R, blame="mix3", evidence=evidence)
+    verify = one(m.on_reply(Trace(R), reply, NOW), Verify)
+    assert isinstance(verify.token, BlameChecked) and list(verify.accusations) == [evidence]
+    # the evidence holds but carries no delivery by mix2: the accuser, mix3, is named
+    assert m.verified(verify.token, [True], NOW) == [
+        Reply(Accused(R, blame="mix3", evidence=evidence))
+    ]
+    # a blame without evidence is passed on as it is
+    plain = one(m.on_reply(Trace(R), Accused(R, blame="mix3"), NOW), Reply)
+    assert plain == Reply(Accused(R, blame="mix3"))
