@@ -61,6 +61,9 @@ class NodeSettings:
     admission: Admission | None = None
     #: the chain's layers after the entry mix's carry ownership proofs
     ownership_proofs: bool = False
+    #: every mix's (name, 32-byte Ed25519 identity public key), in chain order: what signed
+    #: chunks are checked and judged against (:mod:`mixnet.core.deliveries`)
+    mix_identities: tuple[tuple[str, bytes], ...] = ()
 
     @property
     def is_sink(self) -> bool:
@@ -141,4 +144,7 @@ def node_settings(
         successor=names[hop + 1] if hop < hops else None,
         admission=config.admission,
         ownership_proofs=config.ownership_proofs,
+        mix_identities=tuple(
+            (m.name, bytes(m.identity)) for m in mixes if m.identity is not None
+        ),
     )

@@ -16,6 +16,7 @@ from mixnet.core.actions import Action, Mix, Persist, Send
 from mixnet.core.deliveries import ChunkSigning, ReceivedChunk
 from mixnet.core.digests import DigestSet
 from mixnet.core.intake import BatchIntake, EntryIntake
+from mixnet.core.items import Items
 from mixnet.core.records import (
     AckOutbound,
     DropIntake,
@@ -189,7 +190,10 @@ class MixRounds:
         outbound = OutboundBatch(
             clients=clients,
             count=sum(len(c) for c in chunks),
-            chunks=tuple(OutboundChunk(i, c) for i, c in enumerate(chunks)),
+            chunks=tuple(
+                OutboundChunk(i, c if isinstance(c, Items) else tuple(c))
+                for i, c in enumerate(chunks)
+            ),
         )
         self._move(st, RoundStatus.MIXED)
         st.outbound = outbound
@@ -224,6 +228,7 @@ class MixRounds:
                             count=st.outbound.count,
                             payloads=tuple(chunk.payloads),
                             excluded=st.outbound.excluded,
+                            signature=self._chunk_signature(st.round_id, chunk),
                         )
                     )
                 ]
@@ -235,6 +240,12 @@ class MixRounds:
             Persist((DropOutbound(st.round_id), SetRound(st.round_id, status=done))),
             *self._forwarded(st),
         ]
+
+    def _chunk_signature(self, round_id: int, chunk: OutboundChunk) -> bytes | None:
+        """This node's signature over an outbound chunk (``None`` without a signer)."""
+        if self.signing is None or self.signing.sign is None:
+            return None
+        return self.signing.sign(round_id, chunk.index, tuple(chunk.payloads))
 
     def _forwarded(self, st: RoundState) -> list[Action]:
         """The successor acknowledged the whole batch (the entry mix starts the trace)."""
