@@ -376,6 +376,8 @@ def verify_accusation(
     for index, step in enumerate(steps):
         last = index + 1 == len(steps)
         if last and failure is Failure.NO_OWNER:
+            if step.revealed:
+                raise InvalidEvidence(f"hop {step.hop}: a no-owner step reveals nothing")
             if owned(step.item, chain_id=chain_id, round_id=round_id, hop=step.hop):
                 raise InvalidEvidence(f"hop {step.hop}: the layer's ownership proof holds")
             return

@@ -17,13 +17,13 @@ Notation as in :mod:`mixnet.dleq`: ``B`` the edwards25519 base point, ``ℓ`` it
   ``x₀ = e' mod ℓ``; ``P₀ = x₀·B`` and ``E = u(P₀)`` (which is ``X25519(e, 9)``). The
   witness is ``x = x₀`` if ``P₀`` has sign bit 0, else ``ℓ - x₀``, so that
   ``x·B = lift_0(E)``. The layer's shared secret is ``X25519(e, K)`` as for any layer.
-* **Proof.** ``r`` uniform in ``[0, ℓ)`` (64 bytes of ``os.urandom`` reduced), ``R = r·B``,
+* **Proof.** ``r`` uniform in ``[1, ℓ)`` (64 bytes of ``os.urandom`` reduced), ``R = r·B``,
   ``c = BLAKE2b-128(person = PERSONAL, u32be(len(ctx)) || ctx || E || R || h)`` where ``ctx`` is
   the layer's binding (:func:`mixnet.onion.binding_data`) and ``h`` BLAKE2b-256 of the layer's
   AEAD ciphertext; ``s = r + c·x mod ℓ`` (``c`` read as a 128-bit little-endian integer). The
-  prover draws again if ``c = 0``.
+  prover draws again if ``r``, ``c`` or ``s`` is 0.
 * **Verification.** ``E`` strict (canonical, on the curve, not small order) with
-  ``P = lift_0(E)`` in the prime-order subgroup; ``s < ℓ``; ``c ≠ 0``; with
+  ``P = lift_0(E)`` in the prime-order subgroup; ``0 < s < ℓ``; ``c ≠ 0``; with
   ``R' = s·B - c·P``, accept iff the hash above over ``R'`` equals ``c`` (constant time).
 
 Soundness is Schnorr's with a 128-bit challenge (forking lemma; ``2⁻¹²⁸`` per attempt), and
@@ -121,17 +121,20 @@ def prove_ownership(key: EphemeralKey, digest: bytes, context: bytes) -> bytes:
             raise BadLength(f"{name} must be {length} bytes, got {len(value)}")
     if not isinstance(context, bytes):
         raise TypeError(f"context must be bytes, not {type(context).__name__}")
-    while True:
+    while True:  # redraw in the events r = 0, c = 0 or s = 0 (probability about 2**-128)
         r = bindings.crypto_core_ed25519_scalar_reduce(os.urandom(64))
+        if not any(r):
+            continue
         commitment = bindings.crypto_scalarmult_ed25519_base_noclamp(r)
         c = _challenge(context, key.public, commitment, digest)
-        if any(c):
-            break
-    s = bindings.crypto_core_ed25519_scalar_add(
-        r, bindings.crypto_core_ed25519_scalar_mul(c + bytes(_SCALAR - CHALLENGE_LENGTH),
-                                                   key.witness)
-    )  # fmt: skip
-    return c + s
+        if not any(c):
+            continue
+        s = bindings.crypto_core_ed25519_scalar_add(
+            r, bindings.crypto_core_ed25519_scalar_mul(c + bytes(_SCALAR - CHALLENGE_LENGTH),
+                                                       key.witness)
+        )  # fmt: skip
+        if any(s):
+            return c + s
 
 
 def verify_ownership(public: bytes, proof: bytes, digest: bytes, context: bytes) -> bool:
@@ -148,7 +151,7 @@ def verify_ownership(public: bytes, proof: bytes, digest: bytes, context: bytes)
     if len(public) != _SCALAR or len(proof) != PROOF_LENGTH or len(digest) != 32:
         return False
     c, s = proof[:CHALLENGE_LENGTH], proof[CHALLENGE_LENGTH:]
-    if not any(c) or int.from_bytes(s, "little") >= GROUP_ORDER:
+    if not any(c) or not any(s) or int.from_bytes(s, "little") >= GROUP_ORDER:
         return False
     try:
         decode_u(public, strict=True)

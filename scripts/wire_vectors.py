@@ -2,9 +2,12 @@
 
 The vectors belong to ``docs/wire.md`` (wire version 2). Every input is fixed: keys, seeds and
 the layers' ephemeral secrets are BLAKE2b digests of labels, so running this script again
-gives the same bytes. The one exception is the Chaum–Pedersen proofs of the trace, which are
+gives the same bytes. The one exception is the Chaum–Pedersen proofs of the trace steps, which are
 randomized: a proof stored in the existing file is kept as long as it still verifies (so the
-file is byte-stable), and ``--fresh-proofs`` makes new ones.
+file is byte-stable), and ``--fresh-proofs`` makes new ones. The ownership proofs of the
+``proven`` chain are deterministic here: their nonces come from fixed 64-byte strings, and
+:mod:`mixnet.ownership` is run with those bytes in place of ``os.urandom`` to check that it
+makes the same proofs.
 
     .venv/bin/python scripts/wire_vectors.py            # rewrite the file
     .venv/bin/python scripts/wire_vectors.py --check    # exit 1 if the code makes other bytes
@@ -14,7 +17,11 @@ personalisation ``mixnet-layer-v2``, ChaCha20-Poly1305-IETF with the binding dat
 associated data) with a fixed ephemeral secret, and checked against the code
 (:func:`mixnet.onion.layer_key`, :func:`mixnet.onion.binding_data`,
 :func:`mixnet.onion.peel_many`, :func:`mixnet.onion.submission_length`, ...) before it is
-written.
+written. The layers of the ``proven`` chain (``[chain] ownership_proofs = true``) are built the
+same way with the ownership proof of docs/wire.md § 9.6 (clamping, the witness sign choice,
+``c = BLAKE2b-128["mixnet-owner-v2"](...)``, ``s = r + c·x mod ℓ``) and checked against
+:func:`mixnet.ownership.verify_ownership`, :func:`mixnet.onion.wrap` and
+:func:`mixnet.onion.peel_many` with ``proven=True``.
 
 Run it deliberately: the tests (``tests/mixnet/test_wire_vectors.py``,
 ``tests/cloaknet/test_wire_vectors_cloaknet.py`` and ``tests/integration/test_spec_client.py``)
@@ -26,15 +33,17 @@ change is accepted — which for anything a peer sees means bumping the wire ver
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import struct
 import sys
 import tempfile
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from nacl import bindings
@@ -49,6 +58,7 @@ from cloaknet.params import share_width
 from cloaknet.protocol_table import read_protocol_table
 from cloaknet.protocols import CloakProtocol
 from cloaknet.validator import payload_validator
+from mixnet import ownership
 from mixnet.admission import (
     credential_client_id,
     issue_token,
@@ -61,8 +71,12 @@ from mixnet.admission import (
 from mixnet.blame import (
     Accusation,
     Failure,
+    InvalidEvidence,
     Step,
+    failure_of,
     open_layer,
+    owned,
+    prove_failure,
     step_context,
     verify_accusation,
 )
@@ -97,12 +111,16 @@ from mixnet.keys import (
 )
 from mixnet.onion import (
     LAYER_OVERHEAD,
+    PROVEN_LAYER_OVERHEAD,
     binding_data,
     layer_key,
     onion_length,
     peel_many,
+    split_layer,
     submission_length,
+    wrap,
 )
+from mixnet.ownership import ciphertext_digest, new_ephemeral, prove_ownership, verify_ownership
 from mixnet.wire import WIRE_VERSION, encode_frame, error_frame
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "mixnet" / "wire_vectors.json"
@@ -133,9 +151,18 @@ SOLO_MIX = "solo"
 #: The admission vector: a credentialed client admitted by the issuer's token.
 ADMISSION_EXPIRES = 1798761600  # 2027-01-01T00:00:00Z
 
+#: The chain with ownership proofs of the ``proven`` vector (docs/wire.md § 9.5, § 9.6).
+PROVEN_CHAIN_ID = "vectors-proven"
+PROVEN_ROUND = 11
+
 #: The layer key derivation and binding data, restated from docs/wire.md § 9 (not imported).
 KDF_PERSON = b"mixnet-layer-v2"
 BINDING_DOMAIN = b"mixnet/onion-layer/v2"
+#: The ownership proof's challenge personalisation and curve constants (docs/wire.md § 9.6).
+OWNER_PERSON = b"mixnet-owner-v2"
+FIELD_PRIME = 2**255 - 19
+GROUP_ORDER = 2**252 + 27742317777372353535851937790883648493
+PROOF_BYTES = 48
 
 SUM_PRESERVING_TABLE = f"""\
 [protocol]
@@ -287,12 +314,12 @@ def binding_vector(chain_id: str, round_id: int, hop: int) -> dict[str, Any]:
 
 
 def try_open(
-    layer: bytes, secret: bytes, *, chain_id: str, round_id: int, hop: int
+    layer: bytes, secret: bytes, *, chain_id: str, round_id: int, hop: int, proven: bool = False
 ) -> bytes | MixnetError:
     """The code's peel of one layer (``peel_many``), as the mix at ``hop`` does it."""
     [result] = peel_many(
         [layer], PrivateKey(secret), chain_id=chain_id, round_id=round_id, hop_index=hop,
-        expected_length=len(layer),
+        expected_length=len(layer), proven=proven,
     )  # fmt: skip
     return result
 
@@ -414,6 +441,270 @@ def build_submission(
     return vector
 
 
+# --------------------------------------------------------------------------- ownership proofs
+
+
+@contextlib.contextmanager
+def fixed_urandom(*chunks: bytes) -> Iterator[None]:
+    """Run :mod:`mixnet.ownership` with ``chunks`` (in order, each of the length asked for)
+    in place of ``os.urandom``: the code then makes the vector's keys and proofs."""
+    queue = list(chunks)
+
+    def urandom(size: int) -> bytes:
+        chunk = queue.pop(0)
+        assert len(chunk) == size, (len(chunk), size)
+        return chunk
+
+    saved = vars(ownership)["os"]
+    setattr(ownership, "os", SimpleNamespace(urandom=urandom))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(ownership, "os", saved)  # noqa: B010
+    assert not queue, "not every fixed random string was used"
+
+
+def scalar(value: int) -> bytes:
+    return value.to_bytes(32, "little")
+
+
+def lift_0(u_bytes: bytes) -> bytes:
+    """docs/wire.md § 13.2: the Edwards point over ``u`` with sign bit 0 (``u`` canonical)."""
+    u = int.from_bytes(u_bytes, "little")
+    assert u < FIELD_PRIME - 1
+    return scalar((u - 1) * pow(u + 1, -1, FIELD_PRIME) % FIELD_PRIME)
+
+
+def spec_owner_key(e: bytes) -> dict[str, Any]:
+    """docs/wire.md § 9.6 "Key": ``e' = clamp(e)``, ``x₀ = e' mod ℓ``, ``P₀ = x₀·B``,
+    ``E = u(P₀)``; the witness ``x`` is ``x₀`` if ``P₀``'s sign bit is 0, else ``ℓ − x₀``."""
+    clamped = bytearray(e)
+    clamped[0] &= 248
+    clamped[31] &= 127
+    clamped[31] |= 64
+    x0 = int.from_bytes(clamped, "little") % GROUP_ORDER
+    point = bytes(bindings.crypto_scalarmult_ed25519_base_noclamp(scalar(x0)))
+    sign = point[31] >> 7
+    y = int.from_bytes(point, "little") & ((1 << 255) - 1)
+    public = scalar((1 + y) * pow(1 - y, -1, FIELD_PRIME) % FIELD_PRIME)
+    assert public == bytes(bindings.crypto_scalarmult_base(e))  # E = X25519(e, 9)
+    witness = x0 if sign == 0 else GROUP_ORDER - x0
+    lifted = lift_0(public)
+    assert bytes(bindings.crypto_scalarmult_ed25519_base_noclamp(scalar(witness))) == lifted
+    return {
+        "ephemeral_secret": e,
+        "clamped_secret": bytes(clamped),
+        "scalar": scalar(x0),
+        "scalar_point": point,
+        "sign_bit": sign,
+        "witness": scalar(witness),
+        "ephemeral_public": public,
+        "lifted_public": lifted,
+    }
+
+
+def spec_challenge_input(context: bytes, public: bytes, commitment: bytes, digest: bytes) -> bytes:
+    """docs/wire.md § 9.6: ``u32be(len(ctx)) || ctx || E || R || h``."""
+    return u32(len(context)) + context + public + commitment + digest
+
+
+def spec_challenge(message: bytes) -> bytes:
+    """docs/wire.md § 9.6: ``BLAKE2b-128["mixnet-owner-v2"]`` of the challenge input."""
+    return hashlib.blake2b(message, digest_size=16, person=OWNER_PERSON).digest()
+
+
+def spec_verify_ownership(public: bytes, proof: bytes, digest: bytes, context: bytes) -> bool:
+    """docs/wire.md § 9.6 "Verification", restated (the code's verdict is compared to it)."""
+    if len(public) != 32 or len(proof) != PROOF_BYTES or len(digest) != 32:
+        return False
+    c, s = proof[:16], int.from_bytes(proof[16:], "little")
+    u = int.from_bytes(public, "little")
+    if not any(c) or not 0 < s < GROUP_ORDER or u >= FIELD_PRIME - 1:
+        return False
+    point = lift_0(public)
+    if not bindings.crypto_core_ed25519_is_valid_point(point):
+        return False
+    commitment = bindings.crypto_core_ed25519_sub(
+        bindings.crypto_scalarmult_ed25519_base_noclamp(scalar(s)),
+        bindings.crypto_scalarmult_ed25519_noclamp(c + bytes(16), point),
+    )
+    return spec_challenge(spec_challenge_input(context, public, commitment, digest)) == c
+
+
+#: The fields of an ownership key and of an ownership proof in a layer vector, in order.
+OWNER_KEY_FIELDS = (
+    "ephemeral_secret", "clamped_secret", "scalar", "scalar_point", "sign_bit", "witness",
+    "ephemeral_public", "lifted_public",
+)  # fmt: skip
+OWNER_PROOF_FIELDS = (
+    "ciphertext_digest", "proof_random", "r", "commitment", "challenge_input", "challenge",
+    "response", "proof",
+)  # fmt: skip
+
+
+def ownership_vector(
+    label: str, e: bytes, ciphertext: bytes, context: bytes
+) -> tuple[bytes, dict[str, Any]]:
+    """The ownership proof (docs/wire.md § 9.6) of a layer with ephemeral secret ``e``,
+    AEAD ciphertext ``ciphertext`` and binding ``context``, with the fixed nonce of
+    ``label``; checked against :mod:`mixnet.ownership` run on the same random bytes."""
+    key = spec_owner_key(e)
+    public, witness = key["ephemeral_public"], int.from_bytes(key["witness"], "little")
+    digest = hashlib.blake2b(ciphertext, digest_size=32).digest()
+    assert digest == ciphertext_digest(ciphertext)
+    random_bytes = fixed(f"owner-nonce/{label}", 64)
+    r = int.from_bytes(random_bytes, "little") % GROUP_ORDER
+    assert scalar(r) == bindings.crypto_core_ed25519_scalar_reduce(random_bytes) and r != 0
+    commitment = bytes(bindings.crypto_scalarmult_ed25519_base_noclamp(scalar(r)))
+    message = spec_challenge_input(context, public, commitment, digest)
+    c = spec_challenge(message)
+    assert any(c)  # the prover would draw again
+    s = (r + int.from_bytes(c, "little") * witness) % GROUP_ORDER
+    assert s != 0
+    proof = c + scalar(s)
+    # the code makes the same key and proof from the same random bytes
+    with fixed_urandom(e, random_bytes):
+        made = new_ephemeral()
+        assert (made.secret, made.public, made.witness) == (e, public, key["witness"])
+        assert prove_ownership(made, digest, context) == proof
+    assert verify_ownership(public, proof, digest, context)
+    assert spec_verify_ownership(public, proof, digest, context)
+    # bound to the ciphertext, the binding and E
+    assert not verify_ownership(public, proof, ciphertext_digest(ciphertext + b"\x00"), context)
+    assert not verify_ownership(public, proof, digest, context + b"\x00")
+    tampered = proof[:20] + bytes([proof[20] ^ 1]) + proof[21:]
+    assert not verify_ownership(public, tampered, digest, context)
+    assert not spec_verify_ownership(public, tampered, digest, context)
+    vector = {name: value.hex() if isinstance(value, bytes) else value
+              for name, value in key.items()}  # fmt: skip
+    vector.update(
+        {
+            "ciphertext_digest": digest.hex(),
+            "proof_random": random_bytes.hex(),
+            "r": scalar(r).hex(),
+            "commitment": commitment.hex(),
+            "challenge_input": message.hex(),
+            "challenge": c.hex(),
+            "response": scalar(s).hex(),
+            "proof": proof.hex(),
+        }
+    )
+    return proof, vector
+
+
+def build_proven_layer(
+    label: str, inner: bytes, mix: Mix, *, chain_id: str, round_id: int
+) -> dict[str, Any]:
+    """One layer with an ownership proof (docs/wire.md § 9.5) around ``inner`` for ``mix``
+    (hop ``>= 1``) with the fixed ephemeral secret and proof nonce of ``label``."""
+    hop = mix.hop
+    assert hop >= 1
+    ephemeral_secret = fixed(f"ephemeral/{label}")
+    ephemeral_public = bytes(bindings.crypto_scalarmult_base(ephemeral_secret))
+    shared = bytes(bindings.crypto_scalarmult(ephemeral_secret, mix.round_public))
+    assert bytes(bindings.crypto_scalarmult(mix.round_secret, ephemeral_public)) == shared
+    key, nonce = spec_kdf(shared, ephemeral_public, mix.round_public)
+    ad = spec_binding(chain_id, round_id, hop)
+    ciphertext = bytes(bindings.crypto_aead_chacha20poly1305_ietf_encrypt(inner, ad, nonce, key))
+    proof, owner = ownership_vector(label, ephemeral_secret, ciphertext, ad)
+    assert owner["ephemeral_public"] == ephemeral_public.hex()
+    layer = ephemeral_public + proof + ciphertext
+    assert len(layer) == len(inner) + PROVEN_LAYER_OVERHEAD == len(inner) + 96
+    assert split_layer(layer, proven=True) == (ephemeral_public, proof, ciphertext)
+    # the code wraps the same layer from the same random bytes
+    with fixed_urandom(ephemeral_secret, bytes.fromhex(owner["proof_random"])):
+        made = wrap(
+            inner, [mix.round_public], chain_id=chain_id, round_id=round_id, first_hop=hop,
+            proven=True,
+        )  # fmt: skip
+    assert made == layer
+    assert owned(layer, chain_id=chain_id, round_id=round_id, hop=hop)
+    # the mix peels it (skipping the proof); anyone with S opens it
+    opened = try_open(
+        layer, mix.round_secret, chain_id=chain_id, round_id=round_id, hop=hop, proven=True
+    )
+    assert opened == inner
+    assert isinstance(
+        try_open(layer, mix.round_secret, chain_id=chain_id, round_id=round_id, hop=hop),
+        DecryptionFailed,
+    )  # read without the proof, it does not authenticate
+    revealed = open_layer(
+        layer, shared, mix.round_public, chain_id=chain_id, round_id=round_id, hop=hop,
+        proven=True,
+    )  # fmt: skip
+    assert revealed == inner
+    vector: dict[str, Any] = {
+        "hop": hop,
+        "recipient": mix.name,
+        "recipient_public": mix.round_public.hex(),
+    }
+    vector.update((name, owner[name]) for name in OWNER_KEY_FIELDS)
+    vector.update(
+        {
+            "shared_secret": shared.hex(),
+            "kdf_input": (shared + ephemeral_public + mix.round_public).hex(),
+            "key": key.hex(),
+            "nonce": nonce.hex(),
+            "associated_data": ad.hex(),
+            "plaintext": inner.hex(),
+            "ciphertext": ciphertext.hex(),
+        }
+    )
+    vector.update((name, owner[name]) for name in OWNER_PROOF_FIELDS)
+    vector["layer"] = layer.hex()
+    return vector
+
+
+def build_proven_onion(
+    label: str, payload: bytes, mixes: Sequence[Mix], *, chain_id: str, round_id: int
+) -> list[dict[str, Any]]:
+    """``payload`` wrapped for hops ``len(mixes) - 1 .. 1`` with proofs; the layers in hop
+    order (the first is the onion)."""
+    layers: list[dict[str, Any]] = []
+    inner = payload
+    for mix in reversed(mixes[1:]):
+        layer = build_proven_layer(
+            f"{label}/{mix.hop}", inner, mix, chain_id=chain_id, round_id=round_id
+        )
+        layers.append(layer)
+        inner = bytes.fromhex(layer["layer"])
+    layers.reverse()
+    return layers
+
+
+def build_proven_box(
+    client: str, onions: Sequence[dict[str, Any]], mixes: Sequence[Mix], width: int
+) -> dict[str, Any]:
+    """A submission box on the proven chain around the given inner onions (each a dict with
+    ``index`` and ``onion``): the entry layer is an ordinary one (docs/wire.md § 9.5)."""
+    items = [bytes.fromhex(o["onion"]) for o in onions]
+    box_layer = build_layer(
+        f"{client}/box", b"".join(items), mixes[0], chain_id=PROVEN_CHAIN_ID,
+        round_id=PROVEN_ROUND,
+    )  # fmt: skip
+    box = bytes.fromhex(box_layer["layer"])
+    hops = len(mixes)
+    assert len(box) == submission_length(width, hops, len(items), proven=True)
+    assert len(box) == 48 + len(items) * (width + 96 * (hops - 1))
+    opened = peel_many(
+        [box], PrivateKey(mixes[0].round_secret), chain_id=PROVEN_CHAIN_ID,
+        round_id=PROVEN_ROUND, hop_index=0, expected_length=len(box), split=len(items),
+    )  # fmt: skip
+    assert opened == items
+    digest = hashlib.blake2b(box, digest_size=32, person=b"mixnet-submit").digest()
+    assert digest == submission_digest(box)
+    return {
+        "client": client,
+        "inner_onions": list(onions),
+        "box_layer": box_layer,
+        "box": box.hex(),
+        "length": len(box),
+        "submission_digest": digest.hex(),
+        "items": [i.hex() for i in items],
+        "item_digests": [item_digest(i).hex() for i in items],
+    }
+
+
 def inner_onion(submission: Mapping[str, Any], index: int) -> Mapping[str, Any]:
     onion: Mapping[str, Any] = submission["inner_onions"][index]
     assert onion["index"] == index
@@ -449,14 +740,23 @@ def opening_case(
 
 
 def make_step(
-    mix: Mix, item: bytes, stored: Mapping[str, Any] | None, fresh: bool
+    mix: Mix,
+    item: bytes,
+    stored: Mapping[str, Any] | None,
+    fresh: bool,
+    *,
+    chain_id: str = CHAIN_ID,
+    round_id: int = ROUND,
+    proven: bool = False,
 ) -> tuple[Step, dict[str, Any]]:
-    """Mix ``mix``'s step about ``item``: a stored proof if it still verifies, else a new one."""
-    context = step_context(chain_id=CHAIN_ID, round_id=ROUND, hop=mix.hop, item=item)
+    """Mix ``mix``'s step about ``item``: a stored proof if it still verifies, else a new one.
+    On the ``proven`` chain the layer's ciphertext follows its ownership proof, and the step
+    may be about a layer that does not open (an ``undecryptable`` accusation)."""
+    context = step_context(chain_id=chain_id, round_id=round_id, hop=mix.hop, item=item)
     manual = (
         prefixed(b"mixnet/blame-step/v1")
-        + prefixed(CHAIN_ID.encode())
-        + struct.pack(">QH", ROUND, mix.hop)
+        + prefixed(chain_id.encode())
+        + struct.pack(">QH", round_id, mix.hop)
         + hashlib.blake2b(item, digest_size=32).digest()
     )
     assert manual == context
@@ -475,13 +775,19 @@ def make_step(
         assert made.shared_secret == secret
         proof = made.to_bytes()
     key, nonce = spec_kdf(secret, item[:32], mix.round_public)
-    ad = spec_binding(CHAIN_ID, ROUND, mix.hop)
+    ad = spec_binding(chain_id, round_id, mix.hop)
+    offset = 32 + (PROOF_BYTES if proven else 0)
+    inner: bytes | None
     try:
-        inner = bytes(bindings.crypto_aead_chacha20poly1305_ietf_decrypt(item[32:], ad, nonce, key))
+        inner = bytes(
+            bindings.crypto_aead_chacha20poly1305_ietf_decrypt(item[offset:], ad, nonce, key)
+        )
     except CryptoError:
-        raise AssertionError("a traced layer must open with its revealed secret") from None
+        inner = None
+    if inner is None and not proven:
+        raise AssertionError("a traced layer must open with its revealed secret")
     step = Step(mix.hop, item, secret, proof)
-    return step, {
+    vector: dict[str, Any] = {
         "hop": mix.hop,
         "node": mix.name,
         "item": item.hex(),
@@ -492,8 +798,15 @@ def make_step(
         "key": key.hex(),
         "nonce": nonce.hex(),
         "associated_data": ad.hex(),
-        "inner": inner.hex(),
     }
+    if proven:
+        vector["ownership_proof"] = item[32:offset].hex()
+        vector["ciphertext"] = item[offset:].hex()
+        vector["owned"] = owned(item, chain_id=chain_id, round_id=round_id, hop=mix.hop)
+        vector["opens"] = inner is not None
+    if inner is not None:
+        vector["inner"] = inner.hex()
+    return step, vector
 
 
 def frame_vector(
@@ -512,6 +825,252 @@ def frame_vector(
 
 
 # --------------------------------------------------------------------------- the vectors
+
+
+def build_proven(
+    previous: Mapping[str, Any] | None, fresh_proofs: bool, width: int, valid: Any
+) -> dict[str, Any]:
+    """The ``proven`` section: a chain of three mixes with ``[chain] ownership_proofs =
+    true`` (docs/wire.md § 9.5, § 9.6, § 13)."""
+    chain_id, round_id = PROVEN_CHAIN_ID, PROVEN_ROUND
+    mixes = [Mix(hop, name, chain_id, round_id) for hop, name in enumerate(MIXES)]
+    hops = len(mixes)
+    dave_payloads = [
+        encode_share(fixed_below(f"share/dave/{i}", MODULUS), MODULUS) for i in range(MESSAGES)
+    ]
+    trudy_payloads = [
+        encode_share(fixed_below(f"share/trudy/{i}", MODULUS), MODULUS) for i in range(MESSAGES)
+    ]
+    assert all(valid(p) for p in dave_payloads + trudy_payloads)
+
+    # dave: every inner layer carries its proof
+    dave_onions: list[dict[str, Any]] = []
+    for index, payload in enumerate(dave_payloads):
+        layers = build_proven_onion(
+            f"dave/{index}", payload, mixes, chain_id=chain_id, round_id=round_id
+        )
+        assert [layer["hop"] for layer in layers] == [1, 2]
+        assert layers[-1]["plaintext"] == payload.hex()
+        dave_onions.append(
+            {"index": index, "payload": payload.hex(), "onion": layers[0]["layer"],
+             "layers": layers}
+        )  # fmt: skip
+    dave = build_proven_box("dave", dave_onions, mixes, width)
+    signs = {layer["sign_bit"] for onion in dave_onions for layer in onion["layers"]}
+    assert signs == {0, 1}, "the vectors should show both witness choices"
+
+    # trudy's onion 0: an honest hop-1 layer around a hop-2 item that copies E and the
+    # ownership proof of dave's onion 0 at hop 2 onto other ciphertext: no-owner at hop 2
+    dave_hop2 = bytes.fromhex(dave_onions[0]["layers"][1]["layer"])
+    copied = dave_hop2[: 32 + PROOF_BYTES] + fixed("garbage/no-owner", len(dave_hop2) - 80)
+    assert len(copied) == onion_length(width, 1, proven=True)
+    assert not owned(copied, chain_id=chain_id, round_id=round_id, hop=2)
+    assert not spec_verify_ownership(
+        copied[:32],
+        copied[32:80],
+        ciphertext_digest(copied[80:]),
+        spec_binding(chain_id, round_id, 2),
+    )
+    outer = build_proven_layer("trudy/0/1", copied, mixes[1], chain_id=chain_id, round_id=round_id)
+    # trudy's onion 1: her own E with a valid ownership proof over random ciphertext that no
+    # key opens: undecryptable at hop 1
+    garbage_secret = fixed("ephemeral/trudy/1/1")
+    filler_length = onion_length(width, 2, proven=True) - 80
+    filler = fixed("garbage/undecryptable/a", 64) + fixed(
+        "garbage/undecryptable/b", filler_length - 64
+    )
+    hop1_ad = spec_binding(chain_id, round_id, 1)
+    garbage_proof, garbage_owner = ownership_vector("trudy/1/1", garbage_secret, filler, hop1_ad)
+    undecryptable = bytes.fromhex(garbage_owner["ephemeral_public"]) + garbage_proof + filler
+    assert len(undecryptable) == onion_length(width, 2, proven=True)
+    assert owned(undecryptable, chain_id=chain_id, round_id=round_id, hop=1)
+    garbage_layer: dict[str, Any] = {
+        "hop": 1,
+        "recipient": mixes[1].name,
+        "recipient_public": mixes[1].round_public.hex(),
+    }
+    garbage_layer.update((name, garbage_owner[name]) for name in OWNER_KEY_FIELDS)
+    garbage_layer["associated_data"] = hop1_ad.hex()
+    garbage_layer["ciphertext"] = filler.hex()
+    garbage_layer.update((name, garbage_owner[name]) for name in OWNER_PROOF_FIELDS)
+    garbage_layer["layer"] = undecryptable.hex()
+    trudy_onions: list[dict[str, Any]] = [
+        {"index": 0, "garbage": "no-owner at hop 2", "onion": outer["layer"],
+         "layers": [outer]},
+        {"index": 1, "garbage": "undecryptable at hop 1", "onion": undecryptable.hex(),
+         "layers": [], "garbage_layer": garbage_layer},
+    ]  # fmt: skip
+    for index in (2, 3):
+        layers = build_proven_onion(
+            f"trudy/{index}", trudy_payloads[index], mixes, chain_id=chain_id, round_id=round_id
+        )
+        trudy_onions.append(
+            {"index": index, "payload": trudy_payloads[index].hex(),
+             "onion": layers[0]["layer"], "layers": layers}
+        )  # fmt: skip
+    trudy = build_proven_box("trudy", trudy_onions, mixes, width)
+    trudy_items = [bytes.fromhex(i) for i in trudy["items"]]
+
+    # the mixes peel: hop 1 cannot open trudy's onion 1, hop 2 cannot open the copied item
+    peeled1 = peel_many(
+        trudy_items, PrivateKey(mixes[1].round_secret), chain_id=chain_id, round_id=round_id,
+        hop_index=1, expected_length=onion_length(width, 2, proven=True), proven=True,
+    )  # fmt: skip
+    assert peeled1[0] == copied and isinstance(peeled1[1], DecryptionFailed)
+    [peeled2] = peel_many(
+        [copied], PrivateKey(mixes[2].round_secret), chain_id=chain_id, round_id=round_id,
+        hop_index=2, expected_length=len(copied), proven=True,
+    )  # fmt: skip
+    assert isinstance(peeled2, DecryptionFailed)
+
+    # the accusations: each mix accuses the input it could not peel itself
+    stored_steps: list[Mapping[str, Any]] = []
+    if previous is not None:
+        for stored in previous.get("proven", {}).get("accusations", []):
+            stored_steps.extend(stored["steps"])
+
+    def step_for(mix: Mix, item: bytes) -> tuple[Step, dict[str, Any]]:
+        stored = next(
+            (s for s in stored_steps if s["hop"] == mix.hop and s["item"] == item.hex()), None
+        )
+        return make_step(
+            mix, item, stored, fresh_proofs, proven=True, chain_id=chain_id, round_id=round_id
+        )
+
+    undecryptable_step, undecryptable_vector = step_for(mixes[1], undecryptable)
+    assert undecryptable_vector["opens"] is False and undecryptable_vector["owned"] is True
+    by_code = prove_failure(
+        mixes[1].round_secret,
+        mixes[1].round_public,
+        undecryptable,
+        chain_id=chain_id,
+        round_id=round_id,
+        hop=1,
+    )
+    assert by_code.shared_secret == undecryptable_step.shared_secret
+    assert failure_of(by_code) is Failure.UNDECRYPTABLE
+    hop1_step, hop1_vector = step_for(mixes[1], trudy_items[0])
+    assert hop1_vector["opens"] is True and hop1_vector["inner"] == copied.hex()
+    no_owner_step = Step(2, copied, b"", b"")
+    assert (
+        prove_failure(
+            mixes[2].round_secret,
+            mixes[2].round_public,
+            copied,
+            chain_id=chain_id,
+            round_id=round_id,
+            hop=2,
+        )
+        == no_owner_step
+    )
+    assert failure_of(no_owner_step) is Failure.NO_OWNER
+    # revealing S for the copied item would have revealed dave's hop-2 shared secret
+    assert bytes(bindings.crypto_scalarmult(mixes[2].round_secret, copied[:32])) == bytes.fromhex(
+        dave_onions[0]["layers"][1]["shared_secret"]
+    )
+    no_owner_vector = {
+        "hop": 2,
+        "node": mixes[2].name,
+        "item": copied.hex(),
+        "ephemeral_public": copied[:32].hex(),
+        "shared_secret": "",
+        "proof": "",
+        "ownership_proof": copied[32:80].hex(),
+        "ciphertext": copied[80:].hex(),
+        "ciphertext_digest": ciphertext_digest(copied[80:]).hex(),
+        "associated_data": spec_binding(chain_id, round_id, 2).hex(),
+        "owned": False,
+    }
+    undecryptable_accusation = Accusation(Failure.UNDECRYPTABLE, (undecryptable_step,))
+    no_owner_accusation = Accusation(Failure.NO_OWNER, (hop1_step, no_owner_step))
+    own_no_owner = Accusation(Failure.NO_OWNER, (no_owner_step,))
+    keys = {mix.hop: mix.round_public for mix in mixes}
+    for accusation in (undecryptable_accusation, no_owner_accusation, own_no_owner):
+        verify_accusation(
+            accusation,
+            keys,
+            mixes=hops,
+            validator=valid,
+            proven=True,
+            chain_id=chain_id,
+            round_id=round_id,
+        )
+        try:  # only a chain with ownership proofs knows these failures
+            verify_accusation(
+                accusation, keys, mixes=hops, validator=valid, chain_id=chain_id, round_id=round_id
+            )
+        except InvalidEvidence:
+            pass
+        else:
+            raise AssertionError("accepted without ownership proofs")
+    for wrong in (
+        Accusation(Failure.NO_OWNER, (Step(1, trudy_items[2], b"", b""),)),  # its proof holds
+        Accusation(Failure.UNDECRYPTABLE, (hop1_step,)),  # it opens
+        Accusation(Failure.NO_OWNER, (undecryptable_step,)),  # its proof holds
+    ):
+        try:
+            verify_accusation(
+                wrong,
+                keys,
+                mixes=hops,
+                validator=valid,
+                proven=True,
+                chain_id=chain_id,
+                round_id=round_id,
+            )
+        except InvalidEvidence:
+            pass
+        else:
+            raise AssertionError(f"a false {wrong.failure.value} accusation was accepted")
+
+    m1, m2, m3 = MIXES
+    frames = [
+        frame_vector(
+            "accused (mix3 to mix2)", m3, m2, "reply", to_wire(Accused(round_id, (own_no_owner,)))
+        ),
+        frame_vector(
+            "accused (mix2 to mix1)", m2, m1, "reply",
+            to_wire(Accused(round_id, (undecryptable_accusation, no_owner_accusation))),
+        ),
+        frame_vector(
+            "exclude (mix1 to mix2)", m1, m2, "request",
+            to_wire(Exclude(round_id, tuple(trudy_items), 1)),
+        ),
+    ]  # fmt: skip
+    return {
+        "chain_id": chain_id,
+        "round": round_id,
+        "ownership_proofs": True,
+        "mixes": [mix.describe() for mix in mixes],
+        "messages": MESSAGES,
+        "payload_length": width,
+        "layer_overhead": LAYER_OVERHEAD,
+        "proven_layer_overhead": PROVEN_LAYER_OVERHEAD,
+        "proof_length": PROOF_BYTES,
+        "submission_length": submission_length(width, hops, MESSAGES, proven=True),
+        "inner_onion_length": onion_length(width, hops - 1, proven=True),
+        "item_lengths": [submission_length(width, hops, MESSAGES, proven=True)]
+        + [onion_length(width, hops - hop, proven=True) for hop in range(1, hops + 1)],
+        "submissions": [dave, trudy],
+        "accusations": [
+            {
+                "name": "undecryptable at hop 1",
+                "client": "trudy",
+                "index": 1,
+                "failure": Failure.UNDECRYPTABLE.value,
+                "steps": [undecryptable_vector],
+            },
+            {
+                "name": "no-owner at hop 2",
+                "client": "trudy",
+                "index": 0,
+                "failure": Failure.NO_OWNER.value,
+                "copied_from": {"client": "dave", "index": 0, "hop": 2},
+                "steps": [hop1_vector, no_owner_vector],
+            },
+        ],
+        "frames": frames,
+    }
 
 
 def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str, Any]:
@@ -610,6 +1169,9 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
     verify_accusation(
         accusation, keys, chain_id=CHAIN_ID, round_id=ROUND, mixes=hops, validator=valid
     )
+
+    # -- a chain with ownership proofs: dave's honest box, trudy's box with two garbage items
+    proven = build_proven(previous, fresh_proofs, width, valid)
 
     # -- admission: a credentialed client with an issuer's token signs alice's box
     client_key = SigningKey(fixed("admission/client"))
@@ -800,6 +1362,7 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
             "validator": {"width": width, "modulus": str(MODULUS)},
             "steps": step_vectors,
         },
+        "proven": proven,
         "admission": {
             "chain_id": CHAIN_ID,
             "round": ROUND,

@@ -21,6 +21,10 @@ What it does, by section of ``docs/wire.md``:
   ``key || nonce = BLAKE2b-352["mixnet-layer-v2"](S || E || K)`` and the binding data ``AD``
   of (chain, round, hop) as associated data; each payload is wrapped for hops ``L−1 … 1``
   and the ``m`` inner onions go, concatenated, into one layer for hop 0: the submission box.
+* § 9.5, § 9.6 — on a chain with ``[chain] ownership_proofs = true`` every inner layer is
+  ``E || c || s || ciphertext``: a Schnorr proof on edwards25519 (libsodium's ``ed25519``
+  scalar and point functions) that the layer's maker knew its ephemeral secret, with the
+  challenge ``BLAKE2b-128["mixnet-owner-v2"](u32be(len ctx) || ctx || E || R || h)``.
 * § 6.1, § 10 — ``get-round`` / ``submit {round, client, box}`` at the entry mix, resending
   the identical frame bytes on a lost connection and re-encoding only after ``round-closed``
   / ``unknown-round``; the receipt is the box's submission digest.
@@ -64,6 +68,11 @@ SUBMISSION_DOMAIN = b"mixnet/submission/v1"
 TOKEN_DOMAIN = b"mixnet/admission-token/v1"
 STEP_DOMAIN = b"mixnet/blame-step/v1"
 LAYER_OVERHEAD = 48  # 32 (E) + 16 (Poly1305 tag); the binding is associated data
+OWNER_PERSON = b"mixnet-owner-v2"  # § 9.6
+PROOF_LENGTH = 48  # § 9.6: c (16) || s (32)
+PROVEN_LAYER_OVERHEAD = LAYER_OVERHEAD + PROOF_LENGTH  # § 9.5
+FIELD_P = 2**255 - 19  # § 13.2 p
+GROUP_ORDER = 2**252 + 27742317777372353535851937790883648493  # § 13.2 ℓ
 MAX_REPLY_BYTES = 1 << 20  # § 3: the reference client refuses replies over 1 MiB
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -146,6 +155,7 @@ class Chain:
     mixes: tuple[Mix, ...]
     analyzer_url: str
     protocol: Protocol
+    ownership_proofs: bool = False  # § 2: a proven chain
 
     @property
     def hops(self) -> int:
@@ -153,7 +163,8 @@ class Chain:
 
     @property
     def submission_length(self) -> int:
-        return submission_length(self.protocol.payload_length, self.hops, self.protocol.messages)
+        return submission_length(self.protocol.payload_length, self.hops, self.protocol.messages,
+                                 proven=self.ownership_proofs)
 
 
 def _require(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
@@ -210,6 +221,9 @@ def load_chain(path: str | os.PathLike[str]) -> Chain:
     chain_id = _require(chain_table, "id", str, "chain")
     if not NAME_RE.fullmatch(chain_id):
         raise SpecClientError(f"chain file: chain.id: invalid {chain_id!r}")
+    ownership_proofs = chain_table.get("ownership_proofs", False)
+    if not isinstance(ownership_proofs, bool):
+        raise SpecClientError("chain file: chain.ownership_proofs: expected true or false")
     mix_tables = doc.get("mix")
     if not isinstance(mix_tables, list) or not mix_tables:
         raise SpecClientError("chain file: [[mix]]: at least one mix is required")
@@ -234,6 +248,7 @@ def load_chain(path: str | os.PathLike[str]) -> Chain:
         mixes=tuple(mixes),
         analyzer_url=analyzer_url,
         protocol=parse_protocol(protocol_table),
+        ownership_proofs=ownership_proofs,
     )
 
 
@@ -366,19 +381,145 @@ def layer_key(shared: bytes, ephemeral: bytes, recipient: bytes) -> tuple[bytes,
     return okm[:32], okm[32:]
 
 
-def onion_length(payload_length: int, layers: int) -> int:
-    """§ 9.3: ``w + 48·n``."""
-    return payload_length + LAYER_OVERHEAD * layers
+def onion_length(payload_length: int, layers: int, proven: bool = False) -> int:
+    """§ 9.3: ``w + 48·n``; § 9.5, on a proven chain: ``w + 96·n``."""
+    return payload_length + (PROVEN_LAYER_OVERHEAD if proven else LAYER_OVERHEAD) * layers
 
 
-def submission_length(payload_length: int, hops: int, messages: int) -> int:
-    """§ 9.3: ``48 + m·(w + 48·(L − 1))``."""
-    return LAYER_OVERHEAD + messages * onion_length(payload_length, hops - 1)
+def submission_length(payload_length: int, hops: int, messages: int,
+                      proven: bool = False) -> int:
+    """§ 9.3: ``48 + m·(w + 48·(L − 1))``; § 9.5: ``48 + m·(w + 96·(L − 1))``."""
+    return LAYER_OVERHEAD + messages * onion_length(payload_length, hops - 1, proven)
+
+
+# --------------------------------------------------------------------------- § 9.6 ownership
+
+
+def _le(value: int) -> bytes:
+    return value.to_bytes(32, "little")
+
+
+def lift_0(u_bytes: bytes) -> bytes:
+    """§ 13.2 / § 9.6: ``lift_0(u)``, the Edwards point with ``y = (u − 1)/(u + 1)`` and sign
+    bit 0 (for a ``u < p − 1``)."""
+    u = int.from_bytes(u_bytes, "little")
+    return _le((u - 1) * pow(u + 1, -1, FIELD_P) % FIELD_P)
+
+
+@dataclass(frozen=True)
+class OwnerKey:
+    """§ 9.6 "Key": every value derived from a layer's ephemeral secret ``e``."""
+
+    secret: bytes  # e
+    clamped: bytes  # e'
+    scalar: bytes  # x₀ = e' mod ℓ
+    scalar_point: bytes  # P₀ = x₀·B
+    sign_bit: int  # of P₀
+    witness: bytes  # x: x₀, or ℓ − x₀ if P₀'s sign bit is 1
+    public: bytes  # E = u(P₀) = X25519(e, 9)
+
+
+def owner_key(e: bytes) -> OwnerKey:
+    """§ 9.6 "Key"."""
+    clamped = bytearray(e)
+    clamped[0] &= 248
+    clamped[31] &= 127
+    clamped[31] |= 64
+    x0 = int.from_bytes(clamped, "little") % GROUP_ORDER
+    point = nacl.bindings.crypto_scalarmult_ed25519_base_noclamp(_le(x0))
+    sign = point[31] >> 7
+    y = int.from_bytes(point, "little") & ((1 << 255) - 1)
+    public = _le((1 + y) * pow(1 - y, -1, FIELD_P) % FIELD_P)
+    witness = x0 if sign == 0 else GROUP_ORDER - x0
+    return OwnerKey(e, bytes(clamped), _le(x0), point, sign, _le(witness), public)
+
+
+def owner_challenge_input(ctx: bytes, public: bytes, commitment: bytes, digest: bytes) -> bytes:
+    """§ 9.6 "Challenge": ``u32be(len(ctx)) || ctx || E || R || h``."""
+    return lp(ctx) + public + commitment + digest
+
+
+def owner_challenge(ctx: bytes, public: bytes, commitment: bytes, digest: bytes) -> bytes:
+    """§ 9.6: ``H(ctx, E, R, h) = BLAKE2b-128["mixnet-owner-v2"](…)``."""
+    return blake2b(owner_challenge_input(ctx, public, commitment, digest), 128,
+                   person=OWNER_PERSON)
+
+
+@dataclass(frozen=True)
+class OwnershipProof:
+    """§ 9.6 "Proof", with its intermediate values (for the vector checks)."""
+
+    digest: bytes  # h = BLAKE2b-256(ct)
+    random: bytes  # the 64 random bytes r was reduced from
+    r: bytes
+    commitment: bytes  # R = r·B
+    challenge_input: bytes
+    c: bytes
+    s: bytes
+
+    @property
+    def proof(self) -> bytes:
+        return self.c + self.s
+
+
+def prove_ownership(key: OwnerKey, ciphertext: bytes, ctx: bytes,
+                    random_bytes: bytes | None = None) -> OwnershipProof:
+    """§ 9.6 "Proof" for a layer with ephemeral key ``key``, AEAD ciphertext ``ciphertext`` and
+    binding data ``ctx``. ``random_bytes`` (64 bytes, for the vectors) fixes ``r``; by default
+    it is drawn from the OS CSPRNG, again while ``r``, ``c`` or ``s`` is 0."""
+    digest = blake2b(ciphertext, 256)
+    x = int.from_bytes(key.witness, "little")
+    while True:
+        raw = os.urandom(64) if random_bytes is None else random_bytes
+        r = int.from_bytes(raw, "little") % GROUP_ORDER
+        if r == 0:
+            if random_bytes is not None:
+                raise SpecClientError("prove_ownership: r = 0")
+            continue
+        commitment = nacl.bindings.crypto_scalarmult_ed25519_base_noclamp(_le(r))
+        message = owner_challenge_input(ctx, key.public, commitment, digest)
+        c = blake2b(message, 128, person=OWNER_PERSON)
+        s = (r + int.from_bytes(c, "little") * x) % GROUP_ORDER
+        if any(c) and s != 0:
+            return OwnershipProof(digest, raw, _le(r), commitment, message, c, _le(s))
+        if random_bytes is not None:
+            raise SpecClientError("prove_ownership: c = 0 or s = 0")
+
+
+def verify_ownership(public: bytes, proof: bytes, digest: bytes, ctx: bytes) -> bool:
+    """§ 9.6 "Verification": true or false, never an error."""
+    if len(public) != 32 or len(proof) != PROOF_LENGTH or len(digest) != 32:
+        return False
+    if int.from_bytes(public, "little") >= FIELD_P - 1:  # strict, and lift_0 is defined
+        return False
+    point = lift_0(public)
+    if not nacl.bindings.crypto_core_ed25519_is_valid_point(point):
+        return False
+    c, s = proof[:16], int.from_bytes(proof[16:], "little")
+    if not any(c) or not 0 < s < GROUP_ORDER:
+        return False
+    commitment = nacl.bindings.crypto_core_ed25519_sub(
+        nacl.bindings.crypto_scalarmult_ed25519_base_noclamp(_le(s)),
+        nacl.bindings.crypto_scalarmult_ed25519_noclamp(c + bytes(16), point),
+    )
+    return hmac.compare_digest(owner_challenge(ctx, public, commitment, digest), c)
+
+
+def layer_is_owned(item: bytes, chain_id: str, round_id: int, hop: int) -> bool:
+    """§ 13.3 item 6: whether a proven layer's ownership proof verifies at ``hop``."""
+    if len(item) < PROVEN_LAYER_OVERHEAD:
+        return False
+    return verify_ownership(item[:32], item[32:80], blake2b(item[80:], 256),
+                            binding_data(chain_id, round_id, hop))
+
+
+# --------------------------------------------------------------------------- § 9 layers
 
 
 @dataclass(frozen=True)
 class Layer:
-    """Every intermediate value of one layer (§ 9.2), for the vector checks."""
+    """Every intermediate value of one layer (§ 9.2; with ``owner`` a proven layer, § 9.5),
+    for the vector checks."""
 
     hop: int
     ephemeral_public: bytes
@@ -389,15 +530,23 @@ class Layer:
     associated_data: bytes
     plaintext: bytes
     ciphertext: bytes
+    owner_key: OwnerKey | None = None
+    owner: OwnershipProof | None = None
+
+    @property
+    def proof(self) -> bytes:
+        return b"" if self.owner is None else self.owner.proof
 
     @property
     def layer(self) -> bytes:
-        return self.ephemeral_public + self.ciphertext
+        return self.ephemeral_public + self.proof + self.ciphertext
 
 
 def seal_layer(recipient: bytes, inner: bytes, chain_id: str, round_id: int, hop: int,
-               ephemeral_secret: bytes | None = None) -> Layer:
-    """§ 9.2: ``layer(hop, recipient, inner)``, step by step."""
+               ephemeral_secret: bytes | None = None, *, proven: bool = False,
+               proof_random: bytes | None = None) -> Layer:
+    """§ 9.2: ``layer(hop, recipient, inner)``, step by step; with ``proven``, § 9.5's
+    ``proven_layer`` (``proof_random``: the 64 bytes ``r`` is reduced from, for the vectors)."""
     e = os.urandom(32) if ephemeral_secret is None else ephemeral_secret
     E = nacl.bindings.crypto_scalarmult_base(e)
     try:
@@ -409,26 +558,38 @@ def seal_layer(recipient: bytes, inner: bytes, chain_id: str, round_id: int, hop
     key, nonce = layer_key(S, E, recipient)
     ad = binding_data(chain_id, round_id, hop)
     ciphertext = nacl.bindings.crypto_aead_chacha20poly1305_ietf_encrypt(inner, ad, nonce, key)
-    return Layer(hop, E, S, S + E + recipient, key, nonce, ad, inner, ciphertext)
+    if not proven:
+        return Layer(hop, E, S, S + E + recipient, key, nonce, ad, inner, ciphertext)
+    if hop < 1:
+        raise SpecClientError("the entry mix's layer never carries an ownership proof")
+    okey = owner_key(e)
+    if okey.public != E:
+        raise SpecClientError("internal: u(x₀·B) differs from X25519(e, 9)")
+    owner = prove_ownership(okey, ciphertext, ad, proof_random)
+    return Layer(hop, E, S, S + E + recipient, key, nonce, ad, inner, ciphertext, okey, owner)
 
 
 def open_with_secret(layer: bytes, shared: bytes, recipient: bytes, chain_id: str,
-                     round_id: int, hop: int) -> bytes:
-    """§ 9.2 "Opening" and § 13.1, from the shared secret ``S``: the inner bytes, or
-    :class:`SpecClientError` if the layer does not authenticate."""
-    if len(layer) < LAYER_OVERHEAD:
-        raise SpecClientError("layer shorter than 48 bytes")
+                     round_id: int, hop: int, proven: bool = False) -> bytes:
+    """§ 9.2 "Opening" and § 13.1, from the shared secret ``S`` (§ 9.5: skipping a proven
+    layer's ownership proof): the inner bytes, or :class:`SpecClientError` if the layer does
+    not authenticate."""
+    skip = PROOF_LENGTH if proven else 0
+    if len(layer) < LAYER_OVERHEAD + skip:
+        raise SpecClientError("layer too short")
     key, nonce = layer_key(shared, layer[:32], recipient)
     ad = binding_data(chain_id, round_id, hop)
     try:
         return bytes(nacl.bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
-            layer[32:], ad, nonce, key))
+            layer[32 + skip:], ad, nonce, key))
     except nacl.exceptions.CryptoError as exc:
         raise SpecClientError("decryption-failed: the layer does not authenticate") from exc
 
 
-def open_layer(layer: bytes, round_secret: bytes, chain_id: str, round_id: int, hop: int) -> bytes:
-    """§ 9.2 "Opening" as mix ``hop`` does it, with its round secret key."""
+def open_layer(layer: bytes, round_secret: bytes, chain_id: str, round_id: int, hop: int,
+               proven: bool = False) -> bytes:
+    """§ 9.2 "Opening" as mix ``hop`` does it, with its round secret key (§ 9.5: a proven
+    layer's ownership proof is skipped, not checked)."""
     if len(layer) < LAYER_OVERHEAD:
         raise SpecClientError("layer shorter than 48 bytes")
     try:
@@ -436,17 +597,18 @@ def open_layer(layer: bytes, round_secret: bytes, chain_id: str, round_id: int, 
     except Exception as exc:  # an all-zero shared secret
         raise SpecClientError("decryption-failed: all-zero shared secret") from exc
     K = nacl.bindings.crypto_scalarmult_base(round_secret)
-    return open_with_secret(layer, S, K, chain_id, round_id, hop)
+    return open_with_secret(layer, S, K, chain_id, round_id, hop, proven)
 
 
 @dataclass(frozen=True)
 class Submission:
     """A submission box (§ 9.3) with every layer: ``inner[j]`` are inner onion ``j``'s
-    layers in hop order (hop 1 first; empty with one mix)."""
+    layers in hop order (hop 1 first; empty with one mix, or for an item given as is)."""
 
     payloads: tuple[bytes, ...]
     inner: tuple[tuple[Layer, ...], ...]
     box_layer: Layer
+    onions: tuple[bytes, ...] = ()
 
     @property
     def box(self) -> bytes:
@@ -455,42 +617,69 @@ class Submission:
     @property
     def items(self) -> list[bytes]:
         """The inner onions (the hop-1 items; with one mix, the payloads)."""
+        if self.onions:
+            return list(self.onions)
         return [layers[0].layer if layers else payload
                 for layers, payload in zip(self.inner, self.payloads, strict=True)]
 
 
 def wrap_submission(payloads: Sequence[bytes], chain_id: str, round_id: int,
                     round_keys: Sequence[bytes],
-                    ephemeral_secrets: Mapping[tuple[int, int], bytes] | None = None
-                    ) -> Submission:
+                    ephemeral_secrets: Mapping[tuple[int, int], bytes] | None = None,
+                    *, proven: bool = False,
+                    proof_randoms: Mapping[tuple[int, int], bytes] | None = None,
+                    first_hops: Mapping[int, int] | None = None) -> Submission:
     """§ 9.3: each payload wrapped for hops ``L−1 … 1`` (innermost first), then one layer for
-    hop 0 around the concatenated inner onions. ``ephemeral_secrets`` (for the vectors) maps
-    ``(j, hop)`` to the secret of payload ``j``'s layer at ``hop``, and ``(-1, 0)`` to the
-    box's; by default every layer gets fresh OS randomness."""
-    if not payloads or len({len(p) for p in payloads}) != 1:
-        raise SpecClientError("wrap: need payloads of one length")
+    hop 0 around the concatenated inner onions; with ``proven`` every inner layer carries its
+    ownership proof (§ 9.5). ``ephemeral_secrets`` and ``proof_randoms`` (for the vectors) map
+    ``(j, hop)`` to the secret and proof randomness of payload ``j``'s layer at ``hop``, and
+    ``(-1, 0)`` to the box's; by default every layer gets fresh OS randomness.
+    ``first_hops`` (for garbage tests) maps ``j`` to the innermost hop payload ``j`` is wrapped
+    for (``payloads[j]`` is then an item for the next hop, not a payload)."""
+    if not payloads:
+        raise SpecClientError("wrap: need payloads")
     if not round_keys:
         raise SpecClientError("wrap: need at least one round key")
     secrets_ = ephemeral_secrets or {}
+    randoms = proof_randoms or {}
+    last = len(round_keys) - 1
     inner: list[tuple[Layer, ...]] = []
     onions: list[bytes] = []
     for j, payload in enumerate(payloads):
         layers: list[Layer] = []
         o = payload
-        for i in reversed(range(1, len(round_keys))):
-            layer = seal_layer(round_keys[i], o, chain_id, round_id, i, secrets_.get((j, i)))
+        for i in reversed(range(1, (first_hops or {}).get(j, last) + 1)):
+            layer = seal_layer(round_keys[i], o, chain_id, round_id, i, secrets_.get((j, i)),
+                               proven=proven, proof_random=randoms.get((j, i)))
             layers.append(layer)
             o = layer.layer
         layers.reverse()
         inner.append(tuple(layers))
         onions.append(o)
+    if len({len(o) for o in onions}) != 1:
+        raise SpecClientError("wrap: the inner onions differ in length")
     box_layer = seal_layer(round_keys[0], b"".join(onions), chain_id, round_id, 0,
                            secrets_.get((-1, 0)))
-    result = Submission(tuple(payloads), tuple(inner), box_layer)
-    expected = submission_length(len(payloads[0]), len(round_keys), len(payloads))
-    if len(result.box) != expected:
-        raise SpecClientError("internal: box of the wrong length")
+    result = Submission(tuple(payloads), tuple(inner), box_layer, tuple(onions))
+    if first_hops is None:
+        expected = submission_length(len(payloads[0]), len(round_keys), len(payloads), proven)
+        if len(result.box) != expected:
+            raise SpecClientError("internal: box of the wrong length")
     return result
+
+
+def garbage_item(chain_id: str, round_id: int, hop: int, length: int, *, owned: bool) -> bytes:
+    """An item for mix ``hop`` of a proven chain that no key opens (for tests of § 13.3):
+    random bytes (its ownership proof fails: ``no-owner``), or with ``owned`` a fresh ``E``
+    with a valid ownership proof (§ 9.6) over random ciphertext (``undecryptable``)."""
+    if length < PROVEN_LAYER_OVERHEAD:
+        raise SpecClientError("garbage_item: too short for a proven layer")
+    filler = os.urandom(length - 32 - PROOF_LENGTH)
+    if not owned:
+        return os.urandom(32 + PROOF_LENGTH) + filler
+    key = owner_key(os.urandom(32))
+    proof = prove_ownership(key, filler, binding_data(chain_id, round_id, hop)).proof
+    return key.public + proof + filler
 
 
 def cut(plaintext: bytes, messages: int) -> list[bytes]:
@@ -730,7 +919,8 @@ async def submit_value(chain: Chain, entry: Link, x: float, *, max_reencodes: in
     for attempt in range(max_reencodes):
         open_round = await get_round(chain, entry)
         payloads = encode_value(x, chain.protocol)
-        box = wrap_submission(payloads, chain.chain_id, open_round.round_id, open_round.keys).box
+        box = wrap_submission(payloads, chain.chain_id, open_round.round_id, open_round.keys,
+                              proven=chain.ownership_proofs).box
         if len(box) != chain.submission_length:
             raise SpecClientError("internal: box of the wrong length")
         client = secrets.token_hex(16)
@@ -747,6 +937,29 @@ async def submit_value(chain: Chain, entry: Link, x: float, *, max_reencodes: in
             raise SpecClientError(f"accepted: names {reply.get('round')!r}/{reply.get('client')!r}")
         return Receipt(open_round.round_id, client, submission_digest(box), frame)
     raise SpecClientError(f"value {x!r}: no round took it after {max_reencodes} tries")
+
+
+async def submit_garbage(chain: Chain, entry: Link, *, hop: int, owned: bool) -> Receipt:
+    """For tests of § 13.3 on a proven chain: one submission whose first inner onion turns,
+    at ``hop`` (1 … L−1), into an item no key opens — with a valid ownership proof
+    (``owned``: the mix there accuses it ``undecryptable``) or without (``no-owner``). Its
+    other payloads are valid shares of 0. The chain should exclude the whole submission."""
+    if not chain.ownership_proofs or not 1 <= hop < chain.hops:
+        raise SpecClientError("submit_garbage: needs a proven chain and 1 ≤ hop ≤ L − 1")
+    open_round = await get_round(chain, entry)
+    w = chain.protocol.payload_length
+    garbage = garbage_item(chain.chain_id, open_round.round_id, hop,
+                           onion_length(w, chain.hops - hop, proven=True), owned=owned)
+    payloads = [garbage, *encode_value(0.0, chain.protocol)[1:]]
+    box = wrap_submission(payloads, chain.chain_id, open_round.round_id, open_round.keys,
+                          proven=True, first_hops={0: hop - 1}).box
+    if len(box) != chain.submission_length:
+        raise SpecClientError("internal: box of the wrong length")
+    client = secrets.token_hex(16)
+    frame = encode_frame("submit", round=open_round.round_id, client=client, box=box)
+    reply = await entry.request(frame)
+    _expect(reply, "accepted")  # the entry mix does not look into the items (§ 6.1)
+    return Receipt(open_round.round_id, client, submission_digest(box), frame)
 
 
 async def resend(chain: Chain, receipt: Receipt) -> None:
@@ -812,6 +1025,7 @@ class Outcome:
     receipts: tuple[Receipt, ...]
     results: dict[int, RoundResult]
     resends: int
+    garbage: tuple[Receipt, ...] = ()  # submit_garbage's submissions
 
     @property
     def estimate_exact(self) -> Fraction:
@@ -825,17 +1039,23 @@ class Outcome:
 
 
 async def submit_and_sum(chain_path: str | os.PathLike[str], values: Sequence[float], *,
-                         drop_first_reply: bool = False, resend_first: bool = False) -> Outcome:
+                         drop_first_reply: bool = False, resend_first: bool = False,
+                         garbage: Sequence[tuple[int, bool]] = ()) -> Outcome:
     """Submit each value as one user and return the analyzer's result for its round(s).
 
     ``drop_first_reply`` drops the connection right after the first ``submit`` is sent
     (before its reply), so that the submission goes through the identical-resend path;
     ``resend_first`` resends the first submission's identical frame once every value is in
-    (the entry mix must acknowledge it again without counting it twice).
+    (the entry mix must acknowledge it again without counting it twice). ``garbage`` (a
+    proven chain only): ``(hop, owned)`` for each submission of :func:`submit_garbage` to
+    send first; the chain should exclude them.
     """
     chain = load_chain(chain_path)
     receipts: list[Receipt] = []
+    bad: list[Receipt] = []
     async with Link(chain.mixes[0].url) as entry:
+        for hop, owned in garbage:
+            bad.append(await submit_garbage(chain, entry, hop=hop, owned=owned))
         for n, x in enumerate(values):
             if drop_first_reply and n == 0:
                 entry.drop_next = "submit"
@@ -844,9 +1064,9 @@ async def submit_and_sum(chain_path: str | os.PathLike[str], values: Sequence[fl
     if resend_first and receipts:
         await resend(chain, receipts[0])
     results: dict[int, RoundResult] = {}
-    for round_id in sorted({r.round_id for r in receipts}):
+    for round_id in sorted({r.round_id for r in [*bad, *receipts]}):
         results[round_id] = await subscribe(chain, round_id)
-    return Outcome(tuple(receipts), results, resends)
+    return Outcome(tuple(receipts), results, resends, tuple(bad))
 
 
 # --------------------------------------------------------------------------- § 14 vectors
@@ -936,6 +1156,222 @@ def _check_submission(label: str, vector: Mapping[str, Any], chain_id: str, roun
         _same(f"{label} item digests", [item_digest(i) for i in items],
               [_hex(d) for d in vector["item_digests"]])
     return built
+
+
+def _check_owner(where: str, key: OwnerKey, owner: OwnershipProof | None,
+                 want: Mapping[str, Any]) -> None:
+    """The § 9.6 values of a proven layer against a layer vector."""
+    _same(f"{where} e", key.secret, _hex(want["ephemeral_secret"]))
+    _same(f"{where} e'", key.clamped, _hex(want["clamped_secret"]))
+    _same(f"{where} x0", key.scalar, _hex(want["scalar"]))
+    _same(f"{where} P0", key.scalar_point, _hex(want["scalar_point"]))
+    _same(f"{where} sign bit", key.sign_bit, want["sign_bit"])
+    _same(f"{where} witness", key.witness, _hex(want["witness"]))
+    _same(f"{where} E", key.public, _hex(want["ephemeral_public"]))
+    _same(f"{where} lift_0(E)", lift_0(key.public), _hex(want["lifted_public"]))
+    _same(f"{where} x·B = lift_0(E)",
+          nacl.bindings.crypto_scalarmult_ed25519_base_noclamp(key.witness), lift_0(key.public))
+    if owner is None:
+        raise VectorMismatch(f"{where}: no ownership proof")
+    _same(f"{where} h", owner.digest, _hex(want["ciphertext_digest"]))
+    _same(f"{where} proof randomness", owner.random, _hex(want["proof_random"]))
+    _same(f"{where} r", owner.r, _hex(want["r"]))
+    _same(f"{where} R", owner.commitment, _hex(want["commitment"]))
+    _same(f"{where} challenge input", owner.challenge_input, _hex(want["challenge_input"]))
+    _same(f"{where} c", owner.c, _hex(want["challenge"]))
+    _same(f"{where} s", owner.s, _hex(want["response"]))
+    _same(f"{where} proof", owner.proof, _hex(want["proof"]))
+    ad = _hex(want["associated_data"])
+    if not verify_ownership(key.public, owner.proof, owner.digest, ad):
+        raise VectorMismatch(f"{where}: the ownership proof does not verify")
+    tampered = owner.c + _le(int.from_bytes(owner.s, "little") ^ 1)
+    if verify_ownership(key.public, tampered, owner.digest, ad):
+        raise VectorMismatch(f"{where}: a tampered ownership proof verifies")
+
+
+def _check_proven_submission(label: str, vector: Mapping[str, Any], chain_id: str,
+                             round_id: int, publics: Sequence[bytes],
+                             secrets_: Sequence[bytes]) -> list[tuple[int | None, bytes]]:
+    """Rebuild a box of a proven chain (§ 9.5) with the vector's ephemeral secrets and proof
+    randomness — including garbage items given as they are — compare every value, then peel
+    every item as the mixes do. Returns, per item, the hop at which it did not open (``None``
+    if it opened down to the payload) and the last bytes reached."""
+    ephemerals: dict[tuple[int, int], bytes] = {
+        (-1, 0): _hex(vector["box_layer"]["ephemeral_secret"])}
+    randoms: dict[tuple[int, int], bytes] = {}
+    innermost: list[bytes] = []
+    first_hops: dict[int, int] = {}
+    for j, onion in enumerate(vector["inner_onions"]):
+        _same(f"{label} inner onion index", onion["index"], j)
+        if "garbage_layer" in onion:  # an item as the client made it: E || proof || filler
+            g = onion["garbage_layer"]
+            key = owner_key(_hex(g["ephemeral_secret"]))
+            ad = binding_data(chain_id, round_id, g["hop"])
+            _same(f"{label} garbage {j} associated data", ad, _hex(g["associated_data"]))
+            ct = _hex(g["ciphertext"])
+            owner = prove_ownership(key, ct, ad, _hex(g["proof_random"]))
+            _check_owner(f"{label} garbage {j}", key, owner, g)
+            item = key.public + owner.proof + ct
+            _same(f"{label} garbage {j} layer", item, _hex(g["layer"]))
+            innermost.append(item)
+            first_hops[j] = 0
+            continue
+        for layer in onion["layers"]:
+            ephemerals[j, layer["hop"]] = _hex(layer["ephemeral_secret"])
+            randoms[j, layer["hop"]] = _hex(layer["proof_random"])
+        innermost.append(_hex(onion["layers"][-1]["plaintext"]))
+        first_hops[j] = onion["layers"][-1]["hop"]
+        if "payload" in onion:
+            _same(f"{label} inner onion {j} payload", innermost[-1], _hex(onion["payload"]))
+    built = wrap_submission(innermost, chain_id, round_id, publics, ephemerals, proven=True,
+                            proof_randoms=randoms, first_hops=first_hops)
+    _check_layer(f"{label} box", built.box_layer, vector["box_layer"], publics[0])
+    for j, layers in enumerate(built.inner):
+        want = vector["inner_onions"][j]
+        _same(f"{label} inner onion {j} layers", len(layers), len(want["layers"]))
+        for got, w in zip(layers, want["layers"], strict=True):
+            where = f"{label} inner onion {j} hop {got.hop}"
+            _same(f"{where} hop", got.hop, w["hop"])
+            _same(f"{where} recipient", publics[got.hop], _hex(w["recipient_public"]))
+            if got.owner_key is None:
+                raise VectorMismatch(f"{where}: not a proven layer")
+            _check_owner(where, got.owner_key, got.owner, w)
+            _same(f"{where} S", got.shared_secret, _hex(w["shared_secret"]))
+            _same(f"{where} kdf input", got.kdf_input, _hex(w["kdf_input"]))
+            _same(f"{where} key", got.key, _hex(w["key"]))
+            _same(f"{where} nonce", got.nonce, _hex(w["nonce"]))
+            _same(f"{where} associated data", got.associated_data, _hex(w["associated_data"]))
+            _same(f"{where} plaintext", got.plaintext, _hex(w["plaintext"]))
+            _same(f"{where} ciphertext", got.ciphertext, _hex(w["ciphertext"]))
+            _same(f"{where} layer", got.layer, _hex(w["layer"]))
+            _same(f"{where} length", len(got.layer), len(got.plaintext) + PROVEN_LAYER_OVERHEAD)
+            if not layer_is_owned(got.layer, chain_id, round_id, got.hop):
+                raise VectorMismatch(f"{where}: not owned")
+        _same(f"{label} inner onion {j}", built.items[j], _hex(want["onion"]))
+    _same(f"{label} box", built.box, _hex(vector["box"]))
+    w_, m_ = len(_hex(vector["inner_onions"][-1].get("payload", "00"))), len(innermost)
+    _same(f"{label} box length", len(built.box), submission_length(w_, len(publics), m_, True))
+    _same(f"{label} length", vector["length"], len(built.box))
+    _same(f"{label} submission digest", submission_digest(built.box),
+          _hex(vector["submission_digest"]))
+    items = cut(open_layer(built.box, secrets_[0], chain_id, round_id, 0), m_)
+    _same(f"{label} items", items, [_hex(i) for i in vector["items"]])
+    _same(f"{label} item digests", [item_digest(i) for i in items],
+          [_hex(d) for d in vector["item_digests"]])
+    outcomes: list[tuple[int | None, bytes]] = []
+    for item in items:
+        failed: int | None = None
+        for hop in range(1, len(publics)):
+            try:
+                item = open_layer(item, secrets_[hop], chain_id, round_id, hop, proven=True)
+            except SpecClientError:
+                failed = hop
+                break
+        outcomes.append((failed, item))
+    return outcomes
+
+
+def _check_proven(doc: Mapping[str, Any]) -> None:
+    """§ 9.5, § 9.6 and § 13 on the ``proven`` vectors."""
+    pv = doc["proven"]
+    chain_id, round_id = pv["chain_id"], pv["round"]
+    _same("proven chain flag", pv["ownership_proofs"], True)
+    secrets_ = [_hex(m["round_secret"]) for m in pv["mixes"]]
+    publics = [_hex(m["round_public"]) for m in pv["mixes"]]
+    for m, secret, public in zip(pv["mixes"], secrets_, publics, strict=True):
+        _same(f"proven round key of {m['name']}", nacl.bindings.crypto_scalarmult_base(secret),
+              public)
+    w, hops, m_ = pv["payload_length"], len(pv["mixes"]), pv["messages"]
+    _same("proven layer overhead", pv["proven_layer_overhead"], PROVEN_LAYER_OVERHEAD)
+    _same("proof length", pv["proof_length"], PROOF_LENGTH)
+    _same("proven submission length", submission_length(w, hops, m_, True),
+          pv["submission_length"])
+    _same("proven inner onion length", onion_length(w, hops - 1, True), pv["inner_onion_length"])
+    _same("proven item lengths",
+          [submission_length(w, hops, m_, True),
+           *(onion_length(w, hops - i, True) for i in range(1, hops + 1))],
+          pv["item_lengths"])
+    outcomes: dict[str, list[tuple[int | None, bytes]]] = {}
+    vectors = {v["client"]: v for v in pv["submissions"]}
+    for client, vector in vectors.items():
+        outcomes[client] = _check_proven_submission(
+            f"proven {client}", vector, chain_id, round_id, publics, secrets_)
+        for j, (failed, last) in enumerate(outcomes[client]):
+            onion = vector["inner_onions"][j]
+            if "payload" in onion:
+                _same(f"proven {client} payload {j}", (failed, last),
+                      (None, _hex(onion["payload"])))
+    # the trace: each accusation against trudy's garbage
+    for acc in pv["accusations"]:
+        name = f"proven accusation {acc['failure']}"
+        steps = acc["steps"]
+        items = vectors[acc["client"]]["items"]
+        _same(f"{name} accused item", steps[0]["item"], items[acc["index"]])
+        failed, _ = outcomes[acc["client"]][acc["index"]]
+        _same(f"{name} the last step's hop is where the item did not open", failed,
+              steps[-1]["hop"])
+        for position, step in enumerate(steps):
+            hop, item = step["hop"], _hex(step["item"])
+            where = f"{name} step {hop}"
+            _same(f"{where} hop", hop, steps[0]["hop"] + position)
+            _same(f"{where} E", item[:32], _hex(step["ephemeral_public"]))
+            _same(f"{where} ownership proof", item[32:80], _hex(step["ownership_proof"]))
+            _same(f"{where} ciphertext", item[80:], _hex(step["ciphertext"]))
+            _same(f"{where} associated data", binding_data(chain_id, round_id, hop),
+                  _hex(step["associated_data"]))
+            owned = layer_is_owned(item, chain_id, round_id, hop)
+            _same(f"{where} owned", owned, step["owned"])
+            is_last = position == len(steps) - 1
+            if step["shared_secret"] == "":  # a step without a secret (§ 13.1)
+                _same(f"{where} without a secret", (acc["failure"], is_last, step["proof"], owned),
+                      ("no-owner", True, "", False))
+                continue
+            ctx = (lp(STEP_DOMAIN) + lp(chain_id.encode("utf-8")) + u64be(round_id) + u16be(hop)
+                   + blake2b(item, 256))
+            _same(f"{where} context", ctx, _hex(step["context"]))
+            S = nacl.bindings.crypto_scalarmult(secrets_[hop], item[:32])
+            _same(f"{where} S", S, _hex(step["shared_secret"]))
+            key, nonce = layer_key(S, item[:32], publics[hop])
+            _same(f"{where} key", key, _hex(step["key"]))
+            _same(f"{where} nonce", nonce, _hex(step["nonce"]))
+            try:
+                inner = open_with_secret(item, S, publics[hop], chain_id, round_id, hop, True)
+            except SpecClientError:
+                _same(f"{where} does not open", (step["opens"], acc["failure"], is_last, owned),
+                      (False, "undecryptable", True, True))
+                continue
+            _same(f"{where} opens", step["opens"], True)
+            _same(f"{where} inner", inner, _hex(step["inner"]))
+            if is_last:
+                raise VectorMismatch(f"{where}: the last step's layer opens")
+            _same(f"{where} holds the next item", inner, _hex(steps[position + 1]["item"]))
+        if "copied_from" in acc:  # E and the proof of an honest layer, other ciphertext
+            src = acc["copied_from"]
+            layer = _hex(vectors[src["client"]]["inner_onions"][src["index"]]["layers"][
+                src["hop"] - 1]["layer"])
+            copied = _hex(steps[-1]["item"])
+            _same(f"{name} copied E and proof", copied[:80], layer[:80])
+            if copied == layer or not layer_is_owned(layer, chain_id, round_id, src["hop"]):
+                raise VectorMismatch(f"{name}: the copied layer should be owned, the copy not")
+    # the frames of that trace (§ 6.3): empty bin for a step without a secret
+    frames = {f["name"]: f for f in pv["frames"]}
+    for f in pv["frames"]:
+        _same(f"proven frame {f['name']} decodes", decode_frame(_hex(f["msgpack"])),
+              {**_from_vector_fields(f["fields"]), "v": WIRE_VERSION})
+    own = decode_frame(_hex(frames["accused (mix3 to mix2)"]["msgpack"]))
+    ((step,),) = [a["steps"] for a in own["accusations"]]
+    _same("no-owner step on the wire", (own["accusations"][0]["failure"], step["secret"],
+                                        step["proof"]), ("no-owner", b"", b""))
+    back = decode_frame(_hex(frames["accused (mix2 to mix1)"]["msgpack"]))
+    _same("accused failures", [a["failure"] for a in back["accusations"]],
+          [a["failure"] for a in pv["accusations"]])
+    for wire, acc in zip(back["accusations"], pv["accusations"], strict=True):
+        _same(f"accused {acc['failure']} steps",
+              [(s["hop"], s["item"], s["secret"], s["proof"]) for s in wire["steps"]],
+              [(s["hop"], _hex(s["item"]), _hex(s["shared_secret"]), _hex(s["proof"]))
+               for s in acc["steps"]])
+    exclude = decode_frame(_hex(frames["exclude (mix1 to mix2)"]["msgpack"]))
+    _same("proven exclude items", exclude["items"], [_hex(i) for i in vectors["trudy"]["items"]])
 
 
 def check_vectors(path: str | os.PathLike[str] = DEFAULT_VECTORS) -> list[str]:
@@ -1157,6 +1593,10 @@ def check_vectors(path: str | os.PathLike[str] = DEFAULT_VECTORS) -> list[str]:
     result_frame = parse_result(decode_frame(_hex(frames["result"]["msgpack"])))
     _same("result frame exact", result_frame.estimate_exact, Fraction(41999, 100000))
     done.append("frames")
+
+    # § 9.5, § 9.6, § 13 a chain with ownership proofs
+    _check_proven(doc)
+    done.append("proven")
     return done
 
 

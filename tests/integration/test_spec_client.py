@@ -3,12 +3,16 @@
 The chain is made and run with the ``cloaknet`` command line only (``chain init`` and one
 ``node`` process per node, on 127.0.0.1 ports that ``chain init`` chose); the client side is
 ``spec_client``, written from ``docs/wire.md`` alone. Nothing from ``cloaknet`` or ``mixnet``
-is imported here.
+is imported here. The second chain is the same with ``[chain] ownership_proofs = true``
+written into its chain file (docs/wire.md § 2, § 9.5): the spec client wraps every inner
+layer with its ownership proof, and two submissions that hide garbage layers are traced and
+excluded by the nodes (§ 13.3).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import signal
 import subprocess
@@ -54,19 +58,25 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait(timeout=5)
 
 
-@pytest.fixture
-def chain_file(tmp_path: Path) -> Iterator[Path]:
-    """A 3-mix sum-preserving chain for rounds of exactly 5 users, all nodes running."""
+def _run_chain(tmp_path: Path, *, max_users: int = 5, proven: bool = False) -> Iterator[Path]:
+    """A 3-mix sum-preserving chain planned for 5 users (rounds of 5 to ``max_users``), all
+    nodes running; ``proven``: with ``[chain] ownership_proofs = true``."""
     directory = tmp_path / "chain"
     subprocess.run(
         [str(CLOAKNET), "chain", "init", str(directory), "--mixes", "3", "--users", "5",
-         "--epsilon", "1", "--delta", "1e-6", "--mode", "sum-preserving",
-         "--bound", "optimized"],
+         "--max-users", str(max_users), "--epsilon", "1", "--delta", "1e-6",
+         "--mode", "sum-preserving", "--bound", "optimized"],
         check=True, capture_output=True, timeout=60,
     )
     path = directory / "chain.toml"
+    if proven:  # docs/wire.md § 2: the optional key of the [chain] table
+        text = path.read_text(encoding="utf-8")
+        assert text.count("[chain]\n") == 1
+        path.write_text(text.replace("[chain]\n", "[chain]\nownership_proofs = true\n"),
+                        encoding="utf-8")
     with path.open("rb") as fh:
         doc = tomllib.load(fh)
+    assert doc["chain"].get("ownership_proofs", False) is proven
     protocol = doc["protocol"]
     # The client needs the explicit form (docs/wire.md § 11.1); chain init writes it.
     assert {"mode", "messages", "modulus", "precision"} <= protocol.keys(), protocol
@@ -105,10 +115,41 @@ def chain_file(tmp_path: Path) -> Iterator[Path]:
             log.close()
 
 
+@pytest.fixture
+def chain_file(tmp_path: Path) -> Iterator[Path]:
+    """A 3-mix sum-preserving chain for rounds of exactly 5 users, all nodes running."""
+    yield from _run_chain(tmp_path)
+
+
+@pytest.fixture
+def proven_chain_file(tmp_path: Path) -> Iterator[Path]:
+    """The same with ownership proofs, for rounds of 5 to 7 users."""
+    yield from _run_chain(tmp_path, max_users=7, proven=True)
+
+
+def _status(url: str) -> dict[str, object]:
+    """A node's ``GET /status`` (JSON, informational: docs/wire.md § 3)."""
+    parts = urlsplit(url)
+    with urllib.request.urlopen(
+        f"http://{parts.hostname}:{parts.port}/status", timeout=5
+    ) as reply:
+        status = json.loads(reply.read())
+    assert isinstance(status, dict)
+    return status
+
+
+def _dropped(status: dict[str, object], round_id: int) -> int:
+    rounds = status.get("rounds")
+    assert isinstance(rounds, list)
+    (entry,) = [r for r in rounds if r.get("round") == round_id]
+    return int(entry.get("dropped", 0))
+
+
 def test_vectors() -> None:
     assert spec_client.check_vectors() == [
         "chain", "binding_data", "announcements", "link_authentication", "submissions",
         "one_mix", "wrong_binding", "trace", "admission", "cloaknet", "result", "frames",
+        "proven",
     ]
 
 
@@ -143,3 +184,49 @@ def test_spec_client_exact_sum(chain_file: Path) -> None:
     assert result.raw_sum == sum(quantized) % modulus
     assert result.raw["precision"] == k
     assert result.raw["clamped"] is None
+
+
+def test_spec_client_on_a_chain_with_ownership_proofs(proven_chain_file: Path) -> None:
+    """docs/wire.md § 9.5, § 9.6, § 13.3 against real nodes: a box of the length without
+    proofs is refused (`bad-length`); five honest values wrapped with ownership proofs and two
+    garbage submissions (random bytes at hop 1: ``no-owner``; a valid ownership proof over
+    random ciphertext at hop 2: ``undecryptable``) make one round whose garbage is traced and
+    excluded, with the exact sum of the honest values."""
+    chain = spec_client.load_chain(proven_chain_file)
+    assert chain.ownership_proofs
+    w, hops, m = chain.protocol.payload_length, chain.hops, chain.protocol.messages
+    assert chain.submission_length == 48 + m * (w + 96 * (hops - 1))
+    k = chain.protocol.precision
+
+    async def refused_without_proofs() -> str:
+        async with spec_client.Link(chain.mixes[0].url) as entry:
+            offer = await spec_client.get_round(chain, entry)
+            payloads = spec_client.encode_value(0.5, chain.protocol)
+            box = spec_client.wrap_submission(payloads, chain.chain_id, offer.round_id,
+                                              offer.keys).box
+            assert len(box) == spec_client.submission_length(w, hops, m) < chain.submission_length
+            frame = spec_client.encode_frame("submit", round=offer.round_id, client="unproven",
+                                             box=box)
+            reply = await entry.request(frame)
+        assert reply["type"] == "error", reply
+        return str(reply["code"])
+
+    async def run() -> spec_client.Outcome:
+        return await spec_client.submit_and_sum(proven_chain_file, VALUES,
+                                                garbage=[(1, False), (2, True)])
+
+    assert asyncio.run(asyncio.wait_for(refused_without_proofs(), timeout=60)) == "bad-length"
+    outcome = asyncio.run(asyncio.wait_for(run(), timeout=180))
+
+    assert len(outcome.garbage) == 2 and len(outcome.receipts) == len(VALUES)
+    assert len(outcome.results) == 1, outcome.results  # max_users = 7: one round
+    ((round_id, result),) = outcome.results.items()
+    assert result.status == "ok", result.raw
+    assert result.excluded == 2  # both garbage submissions traced and excluded
+    assert result.users == len(VALUES)
+    assert result.raw["messages"] == len(VALUES) * m
+    quantized = [math.floor(Fraction(x) * k) for x in VALUES]
+    assert result.estimate_exact == sum((Fraction(q, k) for q in quantized), Fraction(0))
+    # where each garbage item surfaced: one at mix2 (hop 1), one at mix3 (hop 2)
+    dropped = [_dropped(_status(mix.url), round_id) for mix in chain.mixes]
+    assert dropped == [0, 1, 1]

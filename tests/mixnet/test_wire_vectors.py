@@ -7,7 +7,10 @@ key, ...), and reproduced or accepted by the code (:mod:`mixnet.onion`, :mod:`mi
 :mod:`mixnet.blame`, :mod:`mixnet.admission`, :mod:`mixnet.frames`, :mod:`mixnet.wire`). A
 change to any encoding a peer sees therefore breaks these tests; regenerate the file
 deliberately with ``scripts/wire_vectors.py`` (and bump the wire version if peers are
-affected). The share encoding and the analyzer's result are checked in
+affected). The ``proven`` section (a chain with ownership proofs, § 9.5, § 9.6) is rebuilt
+from the fixed ephemeral secrets and proof nonces, and :mod:`mixnet.ownership` is run with
+those bytes in place of ``os.urandom`` to check that it makes the same proofs. The share
+encoding and the analyzer's result are checked in
 ``tests/cloaknet/test_wire_vectors_cloaknet.py`` (this package runs with cloaknet
 unimportable).
 """
@@ -20,6 +23,7 @@ import json
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import msgpack
@@ -29,6 +33,7 @@ from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey, VerifyKey
 
+from mixnet import ownership as ownership_module
 from mixnet.admission import (
     credential_client_id,
     issue_token,
@@ -44,7 +49,10 @@ from mixnet.blame import (
     InvalidEvidence,
     Step,
     accept_all,
+    failure_of,
     open_layer,
+    owned,
+    prove_failure,
     step_context,
     verify_accusation,
 )
@@ -79,13 +87,25 @@ from mixnet.keys import (
 from mixnet.onion import (
     KDF_PERSONAL,
     LAYER_OVERHEAD,
+    PROVEN_LAYER_OVERHEAD,
     binding_data,
     layer_key,
+    layer_overhead,
     onion_length,
     open_layer_with_secret,
     peel_many,
+    split_layer,
     submission_length,
+    wrap,
     wrap_submission,
+)
+from mixnet.ownership import PERSONAL as OWNERSHIP_PERSONAL
+from mixnet.ownership import PROOF_LENGTH as OWNERSHIP_PROOF_LENGTH
+from mixnet.ownership import (
+    ciphertext_digest,
+    new_ephemeral,
+    prove_ownership,
+    verify_ownership,
 )
 from mixnet.wire import WIRE_VERSION, decode_frame, encode_frame, error_from_frame
 
@@ -314,6 +334,7 @@ def test_binding_data(vector: dict[str, Any]) -> None:
 
 def test_kdf_personalisation() -> None:
     assert KDF_PERSONAL == b"mixnet-layer-v2"
+    assert OWNERSHIP_PERSONAL == b"mixnet-owner-v2"  # docs/wire.md § 9.6
 
 
 @pytest.mark.parametrize(("name", "layer", "where"), LAYERS, ids=[name for name, _, _ in LAYERS])
@@ -624,6 +645,488 @@ def test_accusation_verifies() -> None:
             accusation, keys, chain_id=CHAIN_ID, round_id=ROUND + 1, mixes=HOPS,
             validator=trace_validator,
         )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- ownership proofs
+
+PROVEN: dict[str, Any] = VECTORS["proven"]
+P_CHAIN_ID: str = PROVEN["chain_id"]
+P_ROUND: int = PROVEN["round"]
+P_MIXES: list[dict[str, Any]] = PROVEN["mixes"]
+P_SUBMISSIONS: list[dict[str, Any]] = PROVEN["submissions"]
+FIELD_PRIME = 2**255 - 19
+GROUP_ORDER = 2**252 + 27742317777372353535851937790883648493
+
+
+def le(value: int) -> bytes:
+    return value.to_bytes(32, "little")
+
+
+def spec_lift_0(public: bytes) -> bytes:
+    """docs/wire.md § 13.2: the Edwards point over ``u`` with sign bit 0."""
+    u = int.from_bytes(public, "little")
+    return le((u - 1) * pow(u + 1, -1, FIELD_PRIME) % FIELD_PRIME)
+
+
+def spec_owner_challenge(context: bytes, public: bytes, commitment: bytes, digest: bytes) -> bytes:
+    """docs/wire.md § 9.6: ``BLAKE2b-128["mixnet-owner-v2"](u32be(len ctx) || ctx || E || R
+    || h)``."""
+    message = prefixed(context) + public + commitment + digest
+    return hashlib.blake2b(message, digest_size=16, person=b"mixnet-owner-v2").digest()
+
+
+def spec_verify_ownership(public: bytes, proof: bytes, digest: bytes, context: bytes) -> bool:
+    """docs/wire.md § 9.6 "Verification", restated."""
+    if len(public) != 32 or len(proof) != 48 or len(digest) != 32:
+        return False
+    c, s = proof[:16], int.from_bytes(proof[16:], "little")
+    if not any(c) or not 0 < s < GROUP_ORDER:
+        return False
+    if int.from_bytes(public, "little") >= FIELD_PRIME - 1:
+        return False
+    point = spec_lift_0(public)
+    if not bindings.crypto_core_ed25519_is_valid_point(point):
+        return False
+    commitment = bindings.crypto_core_ed25519_sub(
+        bindings.crypto_scalarmult_ed25519_base_noclamp(le(s)),
+        bindings.crypto_scalarmult_ed25519_noclamp(c + bytes(16), point),
+    )
+    return spec_owner_challenge(context, public, commitment, digest) == c
+
+
+def owned_by_spec(item: bytes, hop: int) -> bool:
+    """§ 13.3 item 6: the ownership proof of an item at ``hop``."""
+    if len(item) < 96:
+        return False
+    return spec_verify_ownership(
+        item[:32], item[32:80], hashlib.blake2b(item[80:], digest_size=32).digest(),
+        spec_binding(P_CHAIN_ID, P_ROUND, hop),
+    )  # fmt: skip
+
+
+def p_round_key(hop: int) -> PrivateKey:
+    return PrivateKey(h(P_MIXES[hop]["round_secret"]))
+
+
+def p_submission(client: str) -> dict[str, Any]:
+    for vector in P_SUBMISSIONS:
+        if vector["client"] == client:
+            return vector
+    raise KeyError(client)
+
+
+def proven_layers() -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every layer with an ownership proof in the ``proven`` section."""
+    for vector in P_SUBMISSIONS:
+        for onion in vector["inner_onions"]:
+            for layer in onion["layers"]:
+                yield f"{vector['client']}-{onion['index']}-hop{layer['hop']}", layer
+            if "garbage_layer" in onion:
+                yield f"{vector['client']}-{onion['index']}-garbage", onion["garbage_layer"]
+
+
+PROVEN_LAYERS = list(proven_layers())
+
+
+def fixed_randomness(monkeypatch: pytest.MonkeyPatch, *chunks: bytes) -> list[bytes]:
+    """Make :mod:`mixnet.ownership` draw ``chunks`` in order instead of ``os.urandom``."""
+    queue = list(chunks)
+
+    def urandom(size: int) -> bytes:
+        chunk = queue.pop(0)
+        assert len(chunk) == size
+        return chunk
+
+    monkeypatch.setattr(ownership_module, "os", SimpleNamespace(urandom=urandom))
+    return queue
+
+
+def test_proven_lengths() -> None:
+    """§ 9.5: 96 bytes per inner layer; the box layer stays 48."""
+    assert PROVEN["ownership_proofs"] is True
+    assert PROVEN["proof_length"] == OWNERSHIP_PROOF_LENGTH == 48
+    assert PROVEN["proven_layer_overhead"] == PROVEN_LAYER_OVERHEAD == 96
+    assert PROVEN["layer_overhead"] == LAYER_OVERHEAD == 48
+    width, messages, hops = PROVEN["payload_length"], PROVEN["messages"], len(P_MIXES)
+    box = 48 + messages * (width + 96 * (hops - 1))
+    assert box == PROVEN["submission_length"] == 836
+    assert box == submission_length(width, hops, messages, proven=True)
+    assert PROVEN["inner_onion_length"] == onion_length(width, hops - 1, proven=True) == 197
+    assert PROVEN["item_lengths"] == [box] + [width + 96 * (hops - i) for i in range(1, hops + 1)]
+    assert PROVEN["item_lengths"] == [836, 197, 101, 5]
+    assert layer_overhead(True) == 96 and layer_overhead(False) == 48
+    assert submission_length(width, 1, messages, proven=True) == submission_length(
+        width, 1, messages
+    )  # one mix: no inner layers, nothing changes
+    for vector in P_SUBMISSIONS:
+        assert vector["length"] == len(h(vector["box"])) == box
+
+
+@pytest.mark.parametrize(("name", "layer"), PROVEN_LAYERS, ids=[n for n, _ in PROVEN_LAYERS])
+def test_proven_layer_is_built_as_specified(
+    name: str, layer: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§ 9.5 and § 9.6 step by step from the fixed ``e`` and nonce bytes; the code makes
+    the same key and proof from the same random bytes, and verifies it."""
+    hop = layer["hop"]
+    mix = P_MIXES[hop]
+    assert hop >= 1 and mix["name"] == layer["recipient"]
+    recipient = h(mix["round_public"])
+    assert layer["recipient_public"] == recipient.hex()
+    # Key: clamp, reduce, P0 = x0·B, E = u(P0), the witness sign choice
+    e = h(layer["ephemeral_secret"])
+    clamped = bytearray(e)
+    clamped[0] &= 248
+    clamped[31] &= 127
+    clamped[31] |= 64
+    assert bytes(clamped).hex() == layer["clamped_secret"]
+    x0 = int.from_bytes(clamped, "little") % GROUP_ORDER
+    assert le(x0).hex() == layer["scalar"]
+    point = bindings.crypto_scalarmult_ed25519_base_noclamp(le(x0))
+    assert point.hex() == layer["scalar_point"]
+    sign = point[31] >> 7
+    assert sign == layer["sign_bit"]
+    y = int.from_bytes(point, "little") & ((1 << 255) - 1)
+    public = le((1 + y) * pow(1 - y, -1, FIELD_PRIME) % FIELD_PRIME)
+    assert public.hex() == layer["ephemeral_public"]
+    assert bindings.crypto_scalarmult_base(e) == public  # E = X25519(e, 9)
+    witness = x0 if sign == 0 else GROUP_ORDER - x0
+    assert le(witness).hex() == layer["witness"]
+    assert spec_lift_0(public).hex() == layer["lifted_public"]
+    assert bindings.crypto_scalarmult_ed25519_base_noclamp(le(witness)) == spec_lift_0(public)
+    # the layer's AEAD, as § 9.2 (a garbage layer's ciphertext opens under no key)
+    ad = spec_binding(P_CHAIN_ID, P_ROUND, hop)
+    assert ad.hex() == layer["associated_data"]
+    ciphertext = h(layer["ciphertext"])
+    if "plaintext" in layer:
+        shared = bindings.crypto_scalarmult(e, recipient)
+        assert shared.hex() == layer["shared_secret"]
+        assert (shared + public + recipient).hex() == layer["kdf_input"]
+        key, nonce = spec_kdf(shared, public, recipient)
+        assert (key.hex(), nonce.hex()) == (layer["key"], layer["nonce"])
+        inner = h(layer["plaintext"])
+        assert bindings.crypto_aead_chacha20poly1305_ietf_encrypt(inner, ad, nonce, key) == (
+            ciphertext
+        )
+    # Proof: h, r from the 64 bytes, R = r·B, c = H(ctx, E, R, h), s = r + c·x mod ℓ
+    digest = hashlib.blake2b(ciphertext, digest_size=32).digest()
+    assert digest.hex() == layer["ciphertext_digest"] and digest == ciphertext_digest(ciphertext)
+    random_bytes = h(layer["proof_random"])
+    r = int.from_bytes(random_bytes, "little") % GROUP_ORDER
+    assert le(r).hex() == layer["r"]
+    commitment = bindings.crypto_scalarmult_ed25519_base_noclamp(le(r))
+    assert commitment.hex() == layer["commitment"]
+    message = prefixed(ad) + public + commitment + digest
+    assert message.hex() == layer["challenge_input"]
+    assert len(message) == 4 + len(ad) + 96
+    c = spec_owner_challenge(ad, public, commitment, digest)
+    assert c.hex() == layer["challenge"]
+    s = (r + int.from_bytes(c, "little") * witness) % GROUP_ORDER
+    assert le(s).hex() == layer["response"]
+    proof = c + le(s)
+    assert proof.hex() == layer["proof"]
+    assert (public + proof + ciphertext).hex() == layer["layer"]
+    assert split_layer(h(layer["layer"]), proven=True) == (public, proof, ciphertext)
+    # verification: the spec and the code agree; the proof is bound to h, ctx and E
+    assert spec_verify_ownership(public, proof, digest, ad)
+    assert verify_ownership(public, proof, digest, ad)
+    assert owned(h(layer["layer"]), chain_id=P_CHAIN_ID, round_id=P_ROUND, hop=hop)
+    other_hop = spec_binding(P_CHAIN_ID, P_ROUND, hop + 1)
+    for args in (
+        (public, proof, ciphertext_digest(ciphertext[:-1]), ad),
+        (public, proof, digest, other_hop),
+        (public, proof[:16] + le(s ^ 1), digest, ad),
+        (public, bytes(16) + proof[16:], digest, ad),
+        (bindings.crypto_scalarmult_base(fixed_secret("other")), proof, digest, ad),
+    ):
+        assert not verify_ownership(*args)
+        assert not spec_verify_ownership(*args)
+    # the code draws e, then the 64 nonce bytes: the same key and the same proof
+    left = fixed_randomness(monkeypatch, e, random_bytes)
+    made = new_ephemeral()
+    assert (made.secret, made.public, made.witness) == (e, public, le(witness))
+    assert prove_ownership(made, digest, ad) == proof
+    assert not left
+
+
+def fixed_secret(label: str) -> bytes:
+    return hashlib.blake2b(label.encode(), digest_size=32).digest()
+
+
+def test_proven_vectors_show_both_witness_choices() -> None:
+    assert {layer["sign_bit"] for _, layer in PROVEN_LAYERS} == {0, 1}
+
+
+def test_code_wraps_the_proven_onions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`mixnet.onion.wrap` with ``proven=True``, given the vectors' random bytes
+    (innermost layer first: ``e`` then the nonce bytes), makes dave's inner onions."""
+    keys = [h(m["round_public"]) for m in P_MIXES]
+    for onion in p_submission("dave")["inner_onions"]:
+        draws = [
+            chunk
+            for layer in reversed(onion["layers"])
+            for chunk in (h(layer["ephemeral_secret"]), h(layer["proof_random"]))
+        ]
+        left = fixed_randomness(monkeypatch, *draws)
+        made = wrap(
+            h(onion["payload"]), keys[1:], chain_id=P_CHAIN_ID, round_id=P_ROUND, first_hop=1,
+            proven=True,
+        )  # fmt: skip
+        assert made.hex() == onion["onion"]
+        assert not left
+
+
+@pytest.mark.parametrize("vector", P_SUBMISSIONS, ids=[s["client"] for s in P_SUBMISSIONS])
+def test_proven_box_structure_and_peeling(vector: dict[str, Any]) -> None:
+    """§ 9.5: an ordinary entry layer around the proven inner onions; each mix skips the
+    proof when it peels."""
+    box = h(vector["box"])
+    box_layer = vector["box_layer"]
+    assert (box_layer["hop"], box_layer["layer"]) == (0, vector["box"])
+    assert "proof" not in box_layer  # the entry layer is never proven
+    assert box_layer["plaintext"] == "".join(o["onion"] for o in vector["inner_onions"])
+    digest = hashlib.blake2b(box, digest_size=32, person=b"mixnet-submit").hexdigest()
+    assert digest == vector["submission_digest"]
+    opened = peel_many(
+        [box], p_round_key(0), chain_id=P_CHAIN_ID, round_id=P_ROUND, hop_index=0,
+        expected_length=PROVEN["submission_length"], split=PROVEN["messages"],
+    )  # fmt: skip
+    items = [h(i) for i in vector["items"]]
+    assert opened == items
+    plaintext = spec_open(box, h(P_MIXES[0]["round_secret"]), P_CHAIN_ID, P_ROUND, 0)
+    assert plaintext == b"".join(items)
+    assert [item_digest(i).hex() for i in items] == vector["item_digests"]
+    for onion, item in zip(vector["inner_onions"], items, strict=True):
+        assert item.hex() == onion["onion"]
+        for layer in onion["layers"]:
+            hop = layer["hop"]
+            assert item.hex() == layer["layer"]
+            [peeled] = peel_many(
+                [item], p_round_key(hop), chain_id=P_CHAIN_ID, round_id=P_ROUND,
+                hop_index=hop, expected_length=PROVEN["item_lengths"][hop], proven=True,
+            )  # fmt: skip
+            assert isinstance(peeled, bytes)
+            # the spec's opening: skip E's proof, decrypt y[80:]
+            shared = bindings.crypto_scalarmult(h(P_MIXES[hop]["round_secret"]), item[:32])
+            key, nonce = spec_kdf(shared, item[:32], h(P_MIXES[hop]["round_public"]))
+            ad = spec_binding(P_CHAIN_ID, P_ROUND, hop)
+            assert peeled == bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
+                item[80:], ad, nonce, key
+            )
+            assert peeled.hex() == layer["plaintext"]
+            [unproven] = peel_many(
+                [item], p_round_key(hop), chain_id=P_CHAIN_ID, round_id=P_ROUND,
+                hop_index=hop, expected_length=len(item),
+            )  # fmt: skip
+            assert isinstance(unproven, DecryptionFailed)  # the proof is not ciphertext
+            item = peeled
+        if "payload" in onion:
+            assert item.hex() == onion["payload"]
+
+
+def test_the_garbage_items_do_not_peel() -> None:
+    trudy = p_submission("trudy")
+    onions = {o["index"]: o for o in trudy["inner_onions"]}
+    assert onions[0]["garbage"] == "no-owner at hop 2"
+    assert onions[1]["garbage"] == "undecryptable at hop 1"
+    undecryptable = h(onions[1]["onion"])
+    copied = h(onions[0]["layers"][0]["plaintext"])
+    dave_hop2 = h(p_submission("dave")["inner_onions"][0]["layers"][1]["layer"])
+    assert copied[:80] == dave_hop2[:80] and copied != dave_hop2  # E and proof copied
+    for item, hop, is_owned in ((undecryptable, 1, True), (copied, 2, False)):
+        [peeled] = peel_many(
+            [item], p_round_key(hop), chain_id=P_CHAIN_ID, round_id=P_ROUND, hop_index=hop,
+            expected_length=len(item), proven=True,
+        )  # fmt: skip
+        assert isinstance(peeled, DecryptionFailed)
+        assert owned(item, chain_id=P_CHAIN_ID, round_id=P_ROUND, hop=hop) is is_owned
+        assert owned_by_spec(item, hop) is is_owned
+    # dave's own hop-2 item is owned; the copy's proof fails only for its other ciphertext
+    assert owned_by_spec(dave_hop2, 2)
+
+
+P_ACCUSATIONS: list[dict[str, Any]] = PROVEN["accusations"]
+
+
+def p_steps(vector: dict[str, Any]) -> tuple[Step, ...]:
+    return tuple(
+        Step(s["hop"], h(s["item"]), h(s["shared_secret"]), h(s["proof"])) for s in vector["steps"]
+    )
+
+
+@pytest.mark.parametrize("vector", P_ACCUSATIONS, ids=[a["failure"] for a in P_ACCUSATIONS])
+def test_proven_accusation_steps(vector: dict[str, Any]) -> None:
+    """§ 13.1 on a proven chain: the context hashes the whole item; a revealed ``S`` opens
+    ``y[80:]`` (or, for ``undecryptable``, does not); a ``no-owner`` step reveals nothing."""
+    trudy = p_submission("trudy")
+    assert h(vector["steps"][0]["item"]) == h(trudy["items"][vector["index"]])
+    last = len(vector["steps"]) - 1
+    for position, step in enumerate(vector["steps"]):
+        hop = step["hop"]
+        item = h(step["item"])
+        assert step["ownership_proof"] == item[32:80].hex()
+        assert step["ciphertext"] == item[80:].hex()
+        assert step["owned"] is owned_by_spec(item, hop)
+        ad = spec_binding(P_CHAIN_ID, P_ROUND, hop)
+        assert step["associated_data"] == ad.hex()
+        if step["shared_secret"] == "":
+            assert (vector["failure"], position, step["proof"]) == ("no-owner", last, "")
+            assert not step["owned"]
+            continue
+        context = (
+            prefixed(b"mixnet/blame-step/v1") + prefixed(P_CHAIN_ID.encode("utf-8"))
+            + struct.pack(">QH", P_ROUND, hop) + hashlib.blake2b(item, digest_size=32).digest()
+        )  # fmt: skip
+        assert context.hex() == step["context"]
+        secret = bindings.crypto_scalarmult(h(P_MIXES[hop]["round_secret"]), item[:32])
+        assert secret.hex() == step["shared_secret"]
+        public = h(P_MIXES[hop]["round_public"])
+        verify_shared_secret(public, item[:32], secret, h(step["proof"]), context=context)
+        key, nonce = spec_kdf(secret, item[:32], public)
+        assert (key.hex(), nonce.hex()) == (step["key"], step["nonce"])
+        if step["opens"]:
+            inner = bindings.crypto_aead_chacha20poly1305_ietf_decrypt(item[80:], ad, nonce, key)
+            assert inner.hex() == step["inner"] == vector["steps"][position + 1]["item"]
+        else:
+            assert (vector["failure"], position, step["owned"]) == ("undecryptable", last, True)
+            with pytest.raises(CryptoError):
+                bindings.crypto_aead_chacha20poly1305_ietf_decrypt(item[80:], ad, nonce, key)
+            with pytest.raises(DecryptionFailed):
+                open_layer(
+                    item, secret, public, chain_id=P_CHAIN_ID, round_id=P_ROUND, hop=hop,
+                    proven=True,
+                )  # fmt: skip
+
+
+@pytest.mark.parametrize("vector", P_ACCUSATIONS, ids=[a["failure"] for a in P_ACCUSATIONS])
+def test_proven_accusations_verify(vector: dict[str, Any]) -> None:
+    """§ 13.3: each holds on the proven chain, and never on a chain without proofs."""
+    accusation = Accusation(Failure(vector["failure"]), p_steps(vector))
+    keys = {m["hop"]: h(m["round_public"]) for m in P_MIXES}
+    verify_accusation(
+        accusation, keys, chain_id=P_CHAIN_ID, round_id=P_ROUND, mixes=len(P_MIXES),
+        validator=accept_all, proven=True,
+    )  # fmt: skip
+    with pytest.raises(InvalidEvidence):
+        verify_accusation(
+            accusation, keys, chain_id=P_CHAIN_ID, round_id=P_ROUND, mixes=len(P_MIXES),
+            validator=accept_all,
+        )  # fmt: skip
+    with pytest.raises(InvalidEvidence):  # bound to the round
+        verify_accusation(
+            accusation, keys, chain_id=P_CHAIN_ID, round_id=P_ROUND + 1, mixes=len(P_MIXES),
+            validator=accept_all, proven=True,
+        )  # fmt: skip
+    # the mix that could not peel the item proves the same failure about it
+    last = accusation.steps[-1]
+    made = prove_failure(
+        h(P_MIXES[last.hop]["round_secret"]), keys[last.hop], last.item, chain_id=P_CHAIN_ID,
+        round_id=P_ROUND, hop=last.hop,
+    )  # fmt: skip
+    assert failure_of(made) is accusation.failure
+    assert made.shared_secret == last.shared_secret  # the same S, or nothing
+    if accusation.failure is Failure.NO_OWNER:
+        assert made == last == Step(last.hop, last.item, b"", b"")
+
+
+def test_false_proven_accusations_fail() -> None:
+    keys = {m["hop"]: h(m["round_public"]) for m in P_MIXES}
+    dave_item = h(p_submission("dave")["items"][0])
+    undecryptable = p_steps(P_ACCUSATIONS[0])
+    no_owner = p_steps(P_ACCUSATIONS[1])
+    for wrong in (
+        Accusation(Failure.NO_OWNER, (Step(1, dave_item, b"", b""),)),  # its proof holds
+        Accusation(Failure.NO_OWNER, undecryptable),  # its proof holds
+        Accusation(Failure.UNDECRYPTABLE, no_owner[:1]),  # the layer opens
+        Accusation(Failure.UNDECRYPTABLE, (no_owner[0], Step(2, no_owner[1].item, b"", b""))),
+        Accusation(Failure.NO_OWNER, (Step(1, no_owner[0].item, b"", b""), no_owner[1])),
+        Accusation(Failure.INVALID_PAYLOAD, no_owner),
+    ):
+        with pytest.raises(InvalidEvidence):
+            verify_accusation(
+                wrong, keys, chain_id=P_CHAIN_ID, round_id=P_ROUND, mixes=len(P_MIXES),
+                validator=accept_all, proven=True,
+            )  # fmt: skip
+
+
+def proven_limits(receiver: str) -> FrameLimits:
+    names = [m["name"] for m in P_MIXES] + [CHAIN["sink"]]
+    return FrameLimits(
+        chain_id=P_CHAIN_ID,
+        submission_length=PROVEN["submission_length"],
+        item_length=PROVEN["item_lengths"][names.index(receiver)],
+        chunk_items=4096,
+        announcements=len(P_MIXES),
+        mixes=len(P_MIXES),
+    )
+
+
+P_FRAMES: list[dict[str, Any]] = PROVEN["frames"]
+
+
+@pytest.mark.parametrize("vector", P_FRAMES, ids=[f["name"] for f in P_FRAMES])
+def test_proven_frame_bytes(vector: dict[str, Any]) -> None:
+    fields = from_json(vector["fields"])
+    data = h(vector["msgpack"])
+    assert encode_frame(fields) == data
+    decoded = decode_frame(data, max_size=len(data))
+    assert decoded == {**fields, "v": WIRE_VERSION}
+    limits = proven_limits(vector["to"])
+    if vector["parse"] == "request":
+        assert to_wire(parse_request(fields["type"], decoded, limits)) == fields
+    else:
+        assert vector["parse"] == "reply"
+        assert to_wire(parse_reply(decoded, limits)) == fields
+
+
+def test_proven_frames_tell_the_trace() -> None:
+    frames = {f["name"]: from_json(f["fields"]) for f in P_FRAMES}
+    (own,) = frames["accused (mix3 to mix2)"]["accusations"]
+    assert own["failure"] == "no-owner"
+    (step,) = own["steps"]
+    assert (step["hop"], step["secret"], step["proof"]) == (2, b"", b"")
+    packed = h(next(f["msgpack"] for f in P_FRAMES if f["name"] == "accused (mix3 to mix2)"))
+    assert b"\xa6secret\xc4\x00" in packed and b"\xa5proof\xc4\x00" in packed  # empty bin
+    reply = frames["accused (mix2 to mix1)"]["accusations"]
+    assert [a["failure"] for a in reply] == ["undecryptable", "no-owner"]
+    for wire, vector in zip(reply, P_ACCUSATIONS, strict=True):
+        assert [s["item"] for s in wire["steps"]] == [h(s["item"]) for s in vector["steps"]]
+        assert [s["secret"] for s in wire["steps"]] == [
+            h(s["shared_secret"]) for s in vector["steps"]
+        ]
+    assert frames["exclude (mix1 to mix2)"]["items"] == [
+        h(i) for i in p_submission("trudy")["items"]
+    ]
+
+
+def test_a_step_with_a_secret_but_no_proof_is_refused() -> None:
+    fields = from_json(P_FRAMES[0]["fields"])
+    fields["accusations"][0]["steps"][0]["secret"] = bytes(32)
+    decoded = decode_frame(encode_frame(fields), max_size=1 << 20)
+    with pytest.raises(MixnetError):
+        parse_reply(decoded, proven_limits("mix2"))
+
+
+def test_wrap_submission_with_proofs_verifies_by_the_spec() -> None:
+    """The code's proven boxes (random keys and nonces): every inner layer's ownership proof
+    verifies with the specification's construction alone, and the items peel to the
+    payloads."""
+    payloads = [h(o["payload"]) for o in p_submission("dave")["inner_onions"]]
+    secrets = [h(m["round_secret"]) for m in P_MIXES]
+    publics = [h(m["round_public"]) for m in P_MIXES]
+    box = wrap_submission(payloads, publics, chain_id=P_CHAIN_ID, round_id=P_ROUND, proven=True)
+    assert len(box) == PROVEN["submission_length"]
+    plaintext = spec_open(box, secrets[0], P_CHAIN_ID, P_ROUND, 0)
+    width = PROVEN["inner_onion_length"]
+    items = [plaintext[i : i + width] for i in range(0, len(plaintext), width)]
+    for item, payload in zip(items, payloads, strict=True):
+        for hop in range(1, len(P_MIXES)):
+            assert owned_by_spec(item, hop)
+            shared = bindings.crypto_scalarmult(secrets[hop], item[:32])
+            key, nonce = spec_kdf(shared, item[:32], publics[hop])
+            ad = spec_binding(P_CHAIN_ID, P_ROUND, hop)
+            item = bindings.crypto_aead_chacha20poly1305_ietf_decrypt(item[80:], ad, nonce, key)
+        assert item == payload
 
 
 # --------------------------------------------------------------------------- admission
