@@ -30,8 +30,6 @@ import asyncio
 import html
 import json
 import math
-import re
-import secrets
 import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,6 +40,7 @@ from websockets.asyncio.client import connect
 
 from mixnet.core.status import TERMINAL, RoundStatus
 from mixnet.errors import MalformedFrame, clean_reason
+from mixnet.status_assets import CSS, SCRIPT, check_nonce, content_security_policy, new_nonce
 from mixnet.wire import decode_frame, encode_frame, raise_for_error
 
 __all__ = [
@@ -76,7 +75,6 @@ STATUS_MAX_SIZE = 1 << 20
 #: ``HH:MM:SS``; ``seconds`` a duration; ``count`` a number, or a list's length.
 Format = Literal["auto", "time", "seconds", "count"]
 
-_NONCE = re.compile(r"[A-Za-z0-9_-]{16,64}")
 #: Statuses given their own CSS class (anything else gets the neutral one): every round
 #: status, and a result's ``ok``, ``error`` and ``pending`` (no result yet).
 _STATUS_CLASSES = frozenset({s.value for s in RoundStatus} | {"ok", "error", "pending"})
@@ -252,31 +250,6 @@ class ChainPoller:
 # ---------------------------------------------------------------------- formatting
 
 
-def new_nonce() -> str:
-    """A fresh random nonce for one response's script and style elements."""
-    return secrets.token_urlsafe(18)
-
-
-def content_security_policy(nonce: str) -> str:
-    """The ``Content-Security-Policy`` header value that lets the page run its own script
-    and style (those carrying ``nonce``), fetch only from its own origin, and nothing else.
-
-    :raises ValueError: ``nonce`` is not 16–64 URL-safe base64 characters.
-    """
-    _check_nonce(nonce)
-    return (
-        "default-src 'none'; "
-        f"script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
-        "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
-        "frame-ancestors 'none'"
-    )
-
-
-def _check_nonce(nonce: str) -> None:
-    if not isinstance(nonce, str) or _NONCE.fullmatch(nonce) is None:
-        raise ValueError("the nonce must be 16-64 URL-safe base64 characters")
-
-
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
@@ -390,7 +363,7 @@ def render_page(data: PageData, *, nonce: str) -> str:
 
     :raises ValueError: ``nonce`` is not 16–64 URL-safe base64 characters.
     """
-    _check_nonce(nonce)
+    check_nonce(nonce)
     sink = data.nodes[-1].node.name if data.nodes else "sink"
     refresh = max(1.0, data.refresh_seconds)
     return "".join(
@@ -399,13 +372,13 @@ def render_page(data: PageData, *, nonce: str) -> str:
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
             f"<title>{_e(data.chain_id)} · {_e(sink)} · status</title>\n",
             f"<noscript><meta http-equiv=\"refresh\" content=\"{refresh:g}\"></noscript>\n",
-            f"<style nonce=\"{nonce}\">{_CSS}</style>\n</head>\n",
+            f"<style nonce=\"{nonce}\">{CSS}</style>\n</head>\n",
             f"<body data-refresh-seconds=\"{refresh:g}\" data-refreshes=\"0\">\n",
             f"<header><h1>Chain <code>{_e(data.chain_id)}</code></h1>",
             f"<p id=\"refresh-state\" class=\"muted\">refreshes every {refresh:g} s</p>",
             "</header>\n",
             render_content(data),
-            f"\n<script nonce=\"{nonce}\">{_SCRIPT}</script>\n</body>\n</html>\n",
+            f"\n<script nonce=\"{nonce}\">{SCRIPT}</script>\n</body>\n</html>\n",
         ]
     )
 
@@ -601,73 +574,3 @@ def _timings_section(data: PageData) -> str:
         f"round</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
         "</section>\n"
     )
-
-
-_CSS = """
-:root{color-scheme:light;--fg:#1d2430;--muted:#667085;--line:#d9dee7;--bg:#f6f7f9;
---card:#fff;--ok:#0f7b4a;--bad:#b42318;--warn:#9a6700;--info:#1f5fbf}
-*{box-sizing:border-box}
-body{margin:0;padding:1.2rem 1.6rem;font:14px/1.45 system-ui,-apple-system,"Segoe UI",
-Roboto,sans-serif;color:var(--fg);background:var(--bg)}
-header{display:flex;align-items:baseline;gap:1rem;flex-wrap:wrap}
-h1{font-size:1.35rem;margin:0 0 .6rem}h2{font-size:1.05rem;margin:0 0 .5rem}
-code{font:12.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
-section{background:var(--card);border:1px solid var(--line);border-radius:8px;
-padding:.8rem 1rem;margin:0 0 .9rem}
-.muted{color:var(--muted)}.stale{color:var(--bad)}
-ol.hops{list-style:none;display:flex;flex-wrap:wrap;gap:.4rem;margin:0;padding:0}
-ol.hops li{border:1px solid var(--line);border-radius:6px;padding:.45rem .7rem;
-min-width:11rem;display:flex;flex-direction:column;position:relative}
-ol.hops li+li{margin-left:1.1rem}
-ol.hops li+li:before{content:"→";position:absolute;left:-1.25rem;top:40%;color:var(--muted)}
-li.node.up{border-left:4px solid var(--ok)}li.node.down{border-left:4px solid var(--bad)}
-.hop{color:var(--muted);font-size:12px}.name{font-size:15px}.url{color:var(--muted)}
-.up{color:var(--ok)}.down{color:var(--bad)}
-table{border-collapse:collapse;width:100%}.scroll{overflow-x:auto}
-th,td{border-bottom:1px solid var(--line);padding:.3rem .55rem;text-align:left;
-vertical-align:top;white-space:nowrap}
-thead th{font-weight:600;color:var(--muted);font-size:12.5px}
-td[data-key=round],tbody th{font-weight:600}
-.st{display:inline-block;padding:0 .4rem;border-radius:4px;background:#eef0f4;font-size:12.5px}
-.st-ok,.st-done,.st-confirmed{background:#e3f4ea;color:var(--ok)}
-.st-error,.st-failed{background:#fde7e5;color:var(--bad)}
-.st-aborted{background:#f1f1f1;color:var(--muted)}
-.st-open,.st-opening,.st-pending{background:#e6efff;color:var(--info)}
-.st-closed,.st-mixed,.st-forwarded,.st-released{background:#fff4d6;color:var(--warn)}
-.t{font-size:12.5px;color:var(--muted)}.t b{color:var(--fg);font-weight:500}
-ul.busy{margin:.2rem 0 0;padding-left:1.2rem}
-footer{font-size:12.5px}
-"""
-
-_SCRIPT = """
-(() => {
-  "use strict";
-  const body = document.body;
-  const seconds = Number(body.dataset.refreshSeconds) || 3;
-  const state = document.getElementById("refresh-state");
-  let busy = false;
-  async function refresh() {
-    if (busy) return;
-    busy = true;
-    try {
-      const response = await fetch(window.location.pathname,
-        {cache: "no-store", credentials: "same-origin"});
-      if (!response.ok) throw new Error("HTTP " + response.status);
-      const page = new DOMParser().parseFromString(await response.text(), "text/html");
-      const fresh = page.getElementById("content");
-      const current = document.getElementById("content");
-      if (!fresh || !current) throw new Error("unexpected page");
-      current.replaceWith(document.importNode(fresh, true));
-      body.dataset.refreshes = String(Number(body.dataset.refreshes || "0") + 1);
-      state.textContent = "refreshes every " + seconds + " s";
-      state.classList.remove("stale");
-    } catch (error) {
-      state.textContent = "refresh failed (" + String(error) + "); showing older data";
-      state.classList.add("stale");
-    } finally {
-      busy = false;
-    }
-  }
-  setInterval(refresh, seconds * 1000);
-})();
-"""
