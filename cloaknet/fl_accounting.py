@@ -44,20 +44,30 @@ targets no parameters can meet raise :class:`~cloaknet.errors.InfeasiblePlanErro
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any, Final, Literal
-
-import numpy as np
-from dp_accounting import dp_event  # type: ignore[import-untyped]
-from dp_accounting.rdp import rdp_privacy_accountant  # type: ignore[import-untyped]
-from numpy.typing import NDArray
 
 from cloaknet.accounting import bbgn_achieved_sigma, bbgn_messages
 from cloaknet.errors import InfeasiblePlanError, ParameterError
 from cloaknet.protocols.vector import MAX_SCALED_CLIP, VectorParams
 from cloaknet.protocols.vector_rounding import rounding_norm_bound_sq
+from cloaknet.skellam_rdp import (
+    RDP_ORDERS,
+    Orders,
+    check_orders,
+    check_positive,
+    check_probability,
+    compose,
+    epsilon_from_rdp,
+    gaussian_epsilon,
+    gaussian_epsilon_dp_accounting,
+    gaussian_rdp,
+    skellam_epsilon,
+    skellam_epsilon_dp_accounting,
+    skellam_rdp,
+)
 from cloaknet.validation import check_int
 
 __all__ = [
@@ -84,10 +94,6 @@ __all__ = [
     "skellam_tail_probability",
 ]
 
-#: Integer Rényi orders (the Skellam bound is stated for integer α > 1).
-RDP_ORDERS: Final[tuple[int, ...]] = (
-    *range(2, 65), 72, 80, 96, 112, 128, 160, 192, 256, 320, 384, 512, 768, 1024,
-)
 #: Default probability that one conditional rounding is redrawn (bounds the rounding bias
 #: by β/(1 − β) grid units per coordinate).
 DEFAULT_BETA: Final[float] = 2.0**-20
@@ -104,160 +110,6 @@ NEIGHBOURING: Final[tuple[str, ...]] = ("replace", "zero-out")
 _MARGIN: Final[float] = 1e-9
 _LARGEST_SCALE: Final[int] = 1 << 26
 
-Orders = Sequence[int]
-
-
-def _check_orders(orders: Orders) -> NDArray[np.float64]:
-    values = [check_int("order", a, 2) for a in orders]
-    if not values:
-        raise ParameterError("orders must not be empty")
-    return np.array(values, dtype=np.float64)
-
-
-def _check_probability(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
-        raise ParameterError(f"{name} must be a number, got {value!r}")
-    out = float(value)
-    if not 0.0 < out < 1.0:
-        raise ParameterError(f"{name} must lie in (0, 1), got {value!r}")
-    return out
-
-
-def _check_positive(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | Fraction):
-        raise ParameterError(f"{name} must be a number, got {value!r}")
-    out = float(value)
-    if not math.isfinite(out) or out <= 0.0:
-        raise ParameterError(f"{name} must be a finite number > 0, got {value!r}")
-    return out
-
-
-# --------------------------------------------------------------------------- RDP curves
-
-
-def skellam_rdp(
-    variance: float | int | Fraction,
-    l2_sensitivity_sq: float | int,
-    l1_sensitivity: float | int,
-    orders: Orders = RDP_ORDERS,
-) -> NDArray[np.float64]:
-    """The Skellam mechanism's RDP ε(α) at every order (module doc; arXiv 2110.04995,
-    Theorem 3.5): noise Skellam of ``variance`` μ per coordinate (X − Y with X, Y ~
-    Poisson(μ/2)), integer shifts with ‖v‖₂² <= ``l2_sensitivity_sq`` and ‖v‖₁ <=
-    ``l1_sensitivity``, all in integer units. One round; compose with :func:`compose`."""
-    mu = _check_positive("variance", variance)
-    l2sq = float(l2_sensitivity_sq)
-    l1 = float(l1_sensitivity)
-    if not (math.isfinite(l2sq) and l2sq >= 0 and math.isfinite(l1) and l1 >= 0):
-        raise ParameterError("sensitivities must be finite and >= 0")
-    alpha = _check_orders(orders)
-    first = (2.0 * alpha - 1.0) * l2sq / (4.0 * mu * mu) + 6.0 * l1 / (4.0 * mu * mu)
-    second = np.full_like(alpha, 3.0 * l1 / (2.0 * mu))
-    rdp: NDArray[np.float64] = alpha * l2sq / (2.0 * mu) + np.minimum(first, second)
-    return rdp
-
-
-def gaussian_rdp(noise_multiplier: float, orders: Orders = RDP_ORDERS) -> NDArray[np.float64]:
-    """The Gaussian mechanism's RDP α/(2z²), z = σ/Δ₂ (Mironov, arXiv 1702.07476,
-    Proposition 7): the Skellam curve's leading term with z² = μ/Δ₂²."""
-    z = _check_positive("noise_multiplier", noise_multiplier)
-    rdp: NDArray[np.float64] = _check_orders(orders) / (2.0 * z * z)
-    return rdp
-
-
-def compose(rdp: NDArray[np.float64], rounds: int) -> NDArray[np.float64]:
-    """RDP of ``rounds`` adaptive compositions: the curves add (Mironov, arXiv 1702.07476,
-    Proposition 1)."""
-    t = check_int("rounds", rounds, 1)
-    out: NDArray[np.float64] = np.asarray(rdp, dtype=np.float64) * t
-    return out
-
-
-def epsilon_from_rdp(
-    rdp: NDArray[np.float64], delta: float, orders: Orders = RDP_ORDERS
-) -> tuple[float, int]:
-    """(ε, the order attaining it) for (ε, δ)-DP from an RDP curve: dp-accounting's
-    ``compute_epsilon`` (the conversion of Canonne, Kamath, Steinke, arXiv 2004.00010,
-    Proposition 12, minimised over the orders)."""
-    dlt = _check_probability("delta", delta)
-    alpha = [check_int("order", a, 2) for a in orders]
-    values = [float(v) for v in np.asarray(rdp, dtype=np.float64)]
-    if len(values) != len(alpha):
-        raise ParameterError("rdp and orders must have the same length")
-    eps, order = rdp_privacy_accountant.compute_epsilon(alpha, values, dlt)
-    return float(eps), int(order)
-
-
-def skellam_epsilon(
-    variance: float | int | Fraction,
-    l2_sensitivity_sq: float | int,
-    l1_sensitivity: float | int,
-    rounds: int,
-    delta: float,
-    orders: Orders = RDP_ORDERS,
-) -> tuple[float, int]:
-    """(ε, order) of ``rounds`` Skellam rounds at δ: :func:`skellam_rdp`, composed, then
-    :func:`epsilon_from_rdp`."""
-    curve = compose(skellam_rdp(variance, l2_sensitivity_sq, l1_sensitivity, orders), rounds)
-    return epsilon_from_rdp(curve, delta, orders)
-
-
-def skellam_epsilon_dp_accounting(
-    variance: float | int | Fraction,
-    l2_sensitivity_sq: float | int,
-    l1_sensitivity: float | int,
-    rounds: int,
-    delta: float,
-    orders: Orders = RDP_ORDERS,
-) -> float:
-    """The same ε computed by dp-accounting's ``RdpAccountant`` (cross-check): each branch
-    of the Skellam minimum is the (ξ, ρ)-zCDP curve ξ + ρα, composed as a ``ZCDpEvent``
-    ``rounds`` times; the per-order minimum of the branches is converted. The first branch
-    has ξ = (6Δ₁ − Δ₂²)/(4μ²), which dp-accounting refuses when negative: only the
-    branches with ξ >= 0 are used (the result is then an upper bound of
-    :func:`skellam_epsilon`'s)."""
-    mu = _check_positive("variance", variance)
-    l2sq, l1 = float(l2_sensitivity_sq), float(l1_sensitivity)
-    t = check_int("rounds", rounds, 1)
-    dlt = _check_probability("delta", delta)
-    alpha = [check_int("order", a, 2) for a in orders]
-    branches = [
-        (l2sq / (2 * mu) + l2sq / (2 * mu * mu), (6 * l1 - l2sq) / (4 * mu * mu)),
-        (l2sq / (2 * mu), 3 * l1 / (2 * mu)),
-    ]
-    curves = []
-    for rho, xi in branches:
-        if xi < 0:
-            continue
-        accountant = rdp_privacy_accountant.RdpAccountant(alpha)
-        accountant.compose(dp_event.SelfComposedDpEvent(dp_event.ZCDpEvent(rho, xi), t))
-        curves.append(np.asarray(accountant.rdp, dtype=np.float64))
-    best = np.minimum.reduce(curves)
-    eps, _ = rdp_privacy_accountant.compute_epsilon(alpha, [float(v) for v in best], dlt)
-    return float(eps)
-
-
-def gaussian_epsilon(
-    noise_multiplier: float, rounds: int, delta: float, orders: Orders = RDP_ORDERS
-) -> tuple[float, int]:
-    """(ε, order) of ``rounds`` Gaussian rounds with noise multiplier z, composed and
-    converted here (:func:`gaussian_rdp`, :func:`compose`, :func:`epsilon_from_rdp`)."""
-    return epsilon_from_rdp(compose(gaussian_rdp(noise_multiplier, orders), rounds), delta, orders)
-
-
-def gaussian_epsilon_dp_accounting(
-    noise_multiplier: float, rounds: int, delta: float, orders: Orders | None = None
-) -> float:
-    """ε of ``rounds`` Gaussian rounds by dp-accounting alone: ``RdpAccountant`` with a
-    self-composed ``GaussianDpEvent`` (its default orders unless ``orders`` are given)."""
-    z = _check_positive("noise_multiplier", noise_multiplier)
-    t = check_int("rounds", rounds, 1)
-    dlt = _check_probability("delta", delta)
-    accountant = rdp_privacy_accountant.RdpAccountant(None if orders is None else list(orders))
-    accountant.compose(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), t))
-    return float(accountant.get_epsilon(dlt))
-
-
 # --------------------------------------------------------------------------- calibration
 
 
@@ -271,7 +123,7 @@ def calibrate_skellam_variance(
 ) -> int:
     """The least integer μ >= 1 for which ``rounds`` Skellam rounds are (ε, δ)-DP
     (:func:`skellam_epsilon` at most ε·(1 − 10^−9); ε(μ) decreases in μ)."""
-    eps = _check_positive("epsilon", epsilon)
+    eps = check_positive("epsilon", epsilon)
     target = eps * (1.0 - _MARGIN)
 
     def ok(mu: int) -> bool:
@@ -317,7 +169,7 @@ def gaussian_noise_multiplier(
     """The least noise multiplier z of the Gaussian mechanism (σ = z·Δ₂) for ``rounds``
     rounds at (ε, δ), by dp-accounting's ``RdpAccountant`` (its default orders, fractional
     ones included, unless ``orders`` are given): the central DP reference."""
-    eps = _check_positive("epsilon", epsilon)
+    eps = check_positive("epsilon", epsilon)
     return _least_noise_multiplier(
         eps, lambda z: gaussian_epsilon_dp_accounting(z, rounds, delta, orders)
     )
@@ -343,7 +195,7 @@ def skellam_tail_bound(variance: float, probability: float) -> int:
     v = float(variance)
     if not math.isfinite(v) or v < 0:
         raise ParameterError(f"variance must be finite and >= 0, got {variance!r}")
-    target = math.log(_check_probability("probability", probability))
+    target = math.log(check_probability("probability", probability))
     if v == 0:
         return 0
     high = max(1, math.ceil(math.sqrt(v)))
@@ -536,10 +388,10 @@ def plan_fl(
         would not fit in 8 bytes.
     """
     d = check_int("dimension", dimension, 1)
-    c = _check_positive("clip", clip)
+    c = check_positive("clip", clip)
     t = check_int("rounds", rounds, 1)
-    eps = _check_positive("epsilon", epsilon)
-    dlt = _check_probability("delta", delta)
+    eps = check_positive("epsilon", epsilon)
+    dlt = check_probability("delta", delta)
     n = check_int("users", users, 1)
     largest = n if max_users is None else check_int("max_users", max_users, n)
     coll = check_int("colluders", colluders, 0)
@@ -552,11 +404,11 @@ def plan_fl(
         raise ParameterError(
             f"neighbouring must be one of {', '.join(NEIGHBOURING)}, got {neighbouring!r}"
         )
-    over = _check_positive("overhead", overhead)
-    rounding_beta = _check_probability("beta", beta)
-    share = _check_probability("split_and_mix_share", split_and_mix_share)
-    wrap = _check_probability("tail", tail)
-    _check_orders(orders)
+    over = check_positive("overhead", overhead)
+    rounding_beta = check_probability("beta", beta)
+    share = check_probability("split_and_mix_share", split_and_mix_share)
+    wrap = check_probability("tail", tail)
+    check_orders(orders)
 
     delta_sm_target = share * dlt
     delta_rdp = dlt - delta_sm_target
