@@ -16,11 +16,21 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final
 
+from cloaknet.experiments.compare.cells import (
+    Feasible,
+    differences,
+    feasible,
+    find_cell,
+    interval_of,
+    measurement_of,
+    overlaps,
+    with_ci,
+)
 from cloaknet.experiments.compare.lineup import DEFAULT_ROWS, bound_label
-from cloaknet.experiments.compare.rows import CellRow, Measurement, Plan
+from cloaknet.experiments.compare.notes import agreement, methods_note
+from cloaknet.experiments.compare.rows import CellRow, Plan
 from cloaknet.experiments.compare.settings import CompareSettings
 from cloaknet.experiments.stats import loglog_slope, overlap
 from cloaknet.experiments.text import fmt, integral, n_label, shorten, span
@@ -54,81 +64,6 @@ SEED_ROW: Final[dict[str, str]] = {
 }
 
 
-@dataclass(frozen=True)
-class _Feasible:
-    """A feasible row with its plan (and its measurement, if any trial ran)."""
-
-    row: CellRow
-    plan: Plan
-
-    @property
-    def users(self) -> int:
-        return self.row.users
-
-    @property
-    def measurement(self) -> Measurement | None:
-        return self.row.measurement
-
-    @property
-    def rmse(self) -> float | None:
-        return self.row.measurement.measured_rmse if self.row.measurement else None
-
-
-def _feasible(rows: Sequence[CellRow], name: str) -> list[_Feasible]:
-    found = [_Feasible(r, r.plan) for r in rows if r.plan is not None and r.protocol == name]
-    return sorted(found, key=lambda f: f.users)
-
-
-def find_cell(rows: Sequence[CellRow], name: str, n: int, eps: float) -> CellRow | None:
-    """The row of (protocol ``name``, n, ε), or None."""
-    for r in rows:
-        if r.protocol == name and r.users == n and r.epsilon == eps:
-            return r
-    return None
-
-
-def _measurement(row: CellRow | None) -> Measurement | None:
-    return row.measurement if row is not None and row.plan is not None else None
-
-
-def _interval(row: CellRow | None) -> tuple[float, float] | None:
-    m = _measurement(row)
-    return None if m is None else (m.rmse_ci_low, m.rmse_ci_high)
-
-
-def _overlap(a: CellRow | None, b: CellRow | None) -> bool:
-    ia, ib = _interval(a), _interval(b)
-    return ia is not None and ib is not None and overlap(ia, ib)
-
-
-def _with_ci(f: _Feasible) -> str:
-    m = f.measurement
-    if m is None:
-        return "not measured"
-    return f"{fmt(m.measured_rmse)} [{fmt(m.rmse_ci_low)}, {fmt(m.rmse_ci_high)}]"
-
-
-def differences(cells: Sequence[_Feasible]) -> str:
-    """How the measured RMSEs of ``cells`` (one protocol, sorted by n) differ, judged by
-    their 95% intervals: "within sampling noise" when every pair overlaps, else the pairs
-    that are disjoint, each "higher" or "lower" at the larger n. "" for fewer than two
-    measured cells."""
-    measured = [f for f in cells if f.measurement is not None]
-    if len(measured) < 2:
-        return ""
-    disjoint = [
-        (a, b) for a, b in itertools.combinations(measured, 2) if not _overlap(a.row, b.row)
-    ]
-    if not disjoint:
-        return "the measured values differ only within sampling noise (all 95% intervals overlap)"
-    pairs = "; ".join(
-        f"{'lower' if (b.rmse or 0.0) < (a.rmse or 0.0) else 'higher'} at "
-        f"n = {n_label(b.users)} ({_with_ci(b)}) than at n = {n_label(a.users)} ({_with_ci(a)})"
-        for a, b in disjoint
-    )
-    return f"beyond sampling noise (disjoint 95% intervals) the error is {pairs}"
-
-
 def _lowest_errors(settings: CompareSettings, rows: Sequence[CellRow], eps: float) -> list[str]:
     out = []
     for n in settings.users:
@@ -138,7 +73,7 @@ def _lowest_errors(settings: CompareSettings, rows: Sequence[CellRow], eps: floa
                 for r in rows
                 if r.epsilon == eps
                 and r.users == n
-                and _measurement(r) is not None
+                and measurement_of(r) is not None
                 and r.protocol in SINGLE_USER_SHUFFLED
             ),
             key=lambda r: r.measurement.measured_rmse if r.measurement else math.inf,
@@ -149,7 +84,7 @@ def _lowest_errors(settings: CompareSettings, rows: Sequence[CellRow], eps: floa
         listing = ", ".join(
             f"{r.protocol} {fmt(r.measurement.measured_rmse)}" for r in ranked if r.measurement
         )
-        tied = [r.protocol for r in ranked[1:] if _overlap(best, r)]
+        tied = [r.protocol for r in ranked[1:] if overlaps(best, r)]
         verdict = (
             f"; its 95% interval overlaps {', '.join(tied)}'s, so the order among "
             f"{'them' if len(tied) > 1 else 'the two'} is within sampling noise"
@@ -159,10 +94,10 @@ def _lowest_errors(settings: CompareSettings, rows: Sequence[CellRow], eps: floa
             else ""
         )
         extra = []
-        central = _measurement(find_cell(rows, "central", n, eps))
+        central = measurement_of(find_cell(rows, "central", n, eps))
         if central is not None:
             extra.append(f"the trusted curator (central) measured {fmt(central.measured_rmse)}")
-        sp = _measurement(find_cell(rows, "cloak-sum-preserving", n, eps))
+        sp = measurement_of(find_cell(rows, "cloak-sum-preserving", n, eps))
         if sp is not None:
             extra.append(
                 f"the sum-preserving cloak (a weaker neighbouring notion) {fmt(sp.measured_rmse)}"
@@ -182,7 +117,7 @@ def _bbgn_vs_central(settings: CompareSettings, rows: Sequence[CellRow], eps: fl
     predicted: list[float] = []
     for n in settings.users:
         b, c = find_cell(rows, "bbgn", n, eps), find_cell(rows, "central", n, eps)
-        mb, mc = _measurement(b), _measurement(c)
+        mb, mc = measurement_of(b), measurement_of(c)
         if b is None or c is None or b.plan is None or c.plan is None:
             continue
         if mb is None or mc is None or not mb.measured_rmse or not mc.measured_rmse:
@@ -196,14 +131,14 @@ def _bbgn_vs_central(settings: CompareSettings, rows: Sequence[CellRow], eps: fl
     apart = [
         n
         for n, _ in ratios
-        if not _overlap(find_cell(rows, "bbgn", n, eps), find_cell(rows, "central", n, eps))
+        if not overlaps(find_cell(rows, "bbgn", n, eps), find_cell(rows, "central", n, eps))
     ]
     if not apart:
         judged = "the 95% intervals overlap at every n: the differences are within sampling noise."
     else:
         listing = "; ".join(
-            f"n = {n_label(n)}: bbgn {_with_ci(_Feasible(b, b.plan))}, central "
-            f"{_with_ci(_Feasible(c, c.plan))}"
+            f"n = {n_label(n)}: bbgn {with_ci(Feasible(b, b.plan))}, central "
+            f"{with_ci(Feasible(c, c.plan))}"
             for n in apart
             if (b := find_cell(rows, "bbgn", n, eps)) is not None
             and (c := find_cell(rows, "central", n, eps)) is not None
@@ -224,7 +159,7 @@ def _bbgn_vs_central(settings: CompareSettings, rows: Sequence[CellRow], eps: fl
 
 
 def _blanket(ref: Sequence[CellRow]) -> list[str]:
-    blanket = _feasible(ref, "blanket")
+    blanket = feasible(ref, "blanket")
     if not blanket:
         return []
     infeasible = [r for r in ref if r.protocol == "blanket" and not r.feasible]
@@ -237,14 +172,14 @@ def _blanket(ref: Sequence[CellRow]) -> list[str]:
             if infeasible
             else ""
         )
-        + f"; its measured RMSE is {_with_ci(blanket[0])} at n = {n_label(blanket[0].users)}"
+        + f"; its measured RMSE is {with_ci(blanket[0])} at n = {n_label(blanket[0].users)}"
     )
     if len(blanket) > 1:
-        text += f" and {_with_ci(blanket[-1])} at n = {n_label(blanket[-1].users)}"
+        text += f" and {with_ci(blanket[-1])} at n = {n_label(blanket[-1].users)}"
         trend = differences(blanket)
         if trend:
             text += f": {trend}"
-        disjoint_ends = not _overlap(blanket[0].row, blanket[-1].row)
+        disjoint_ends = not overlaps(blanket[0].row, blanket[-1].row)
         slope = loglog_slope([(f.users, f.rmse) for f in blanket if f.rmse])
         if slope is not None and pslope is not None and disjoint_ends:
             text += f"; log-log slope {slope:.3f}"
@@ -300,7 +235,7 @@ def cheu_rule(cells: Sequence[CellRow]) -> str:
 
 
 def _cheu(ref: Sequence[CellRow]) -> list[str]:
-    cheu = _feasible(ref, "cheu")
+    cheu = feasible(ref, "cheu")
     if not cheu:
         return []
     first, last = cheu[0], cheu[-1]
@@ -313,14 +248,14 @@ def _cheu(ref: Sequence[CellRow]) -> list[str]:
         slope = loglog_slope([(f.users, f.plan.messages_per_user) for f in cheu])
         text += f" (log-log slope {fmt(slope)}; Figure 1's ε√n has slope 0.5)"
         text += (
-            f"; its measured RMSE is {_with_ci(first)} at n = {n_label(first.users)} and "
-            f"{_with_ci(last)} at n = {n_label(last.users)}"
+            f"; its measured RMSE is {with_ci(first)} at n = {n_label(first.users)} and "
+            f"{with_ci(last)} at n = {n_label(last.users)}"
         )
         trend = differences(cheu)
         if trend:
             text += f": {trend}"
     else:
-        text += f"; its measured RMSE is {_with_ci(first)}"
+        text += f"; its measured RMSE is {with_ci(first)}"
     return [text + "."]
 
 
@@ -329,7 +264,7 @@ def _cheu(ref: Sequence[CellRow]) -> list[str]:
 SAME_PREDICTION: Final[float] = 1e-3
 
 
-def _same_plan(cells: Sequence[_Feasible]) -> bool:
+def _same_plan(cells: Sequence[Feasible]) -> bool:
     """Same messages, bits per message and predicted RMSE (to :data:`SAME_PREDICTION`)."""
     first = cells[0].plan
     return all(
@@ -340,7 +275,7 @@ def _same_plan(cells: Sequence[_Feasible]) -> bool:
     )
 
 
-def _bounds(cells: Sequence[_Feasible]) -> str:
+def _bounds(cells: Sequence[Feasible]) -> str:
     """The bound labels of ``cells``' plans, distinct, joined with " / "."""
     labels: list[str] = []
     for f in cells:
@@ -351,7 +286,7 @@ def _bounds(cells: Sequence[_Feasible]) -> str:
 
 
 def _cloak(settings: CompareSettings, ref: Sequence[CellRow], eps: float) -> list[str]:
-    cloak = _feasible(ref, "cloak-single-user")
+    cloak = feasible(ref, "cloak-single-user")
     if not cloak:
         return []
     first, last = cloak[0], cloak[-1]
@@ -401,7 +336,7 @@ def _cloak(settings: CompareSettings, ref: Sequence[CellRow], eps: float) -> lis
 
 
 def _sum_preserving(ref: Sequence[CellRow]) -> list[str]:
-    sp = [f for f in _feasible(ref, "cloak-sum-preserving") if f.rmse is not None]
+    sp = [f for f in feasible(ref, "cloak-sum-preserving") if f.rmse is not None]
     if not sp:
         return []
     rmses = [f.rmse for f in sp if f.rmse is not None]
@@ -444,7 +379,7 @@ def versus(a: CellRow | None, b: CellRow | None) -> str | None:
     intervals: ``"equal"`` when both are the same point interval (deterministic errors, to
     1e-12 relative), ``"within"`` when the intervals overlap, else ``"lower"`` or
     ``"higher"``; None when either is not measured."""
-    ia, ib = _interval(a), _interval(b)
+    ia, ib = interval_of(a), interval_of(b)
     if ia is None or ib is None:
         return None
     if ia[0] == ia[1] and ib[0] == ib[1] and math.isclose(ia[0], ib[0], rel_tol=1e-12):
@@ -466,7 +401,7 @@ def _same_parameters(a: Plan, b: Plan) -> bool:
     )
 
 
-def _against(cells: Sequence[_Feasible], other: str, ref: Sequence[CellRow], eps: float) -> str:
+def _against(cells: Sequence[Feasible], other: str, ref: Sequence[CellRow], eps: float) -> str:
     """The measured RMSE of ``cells`` against row ``other``'s at the same n, grouped by
     :func:`versus` (with both values and intervals where they differ); "" without a measured
     pair."""
@@ -478,14 +413,14 @@ def _against(cells: Sequence[_Feasible], other: str, ref: Sequence[CellRow], eps
             continue
         detail = ""
         if verdict in ("lower", "higher"):
-            detail = f" ({_with_ci(f)} against {_with_ci(_Feasible(theirs, theirs.plan))})"
+            detail = f" ({with_ci(f)} against {with_ci(Feasible(theirs, theirs.plan))})"
         groups.setdefault(verdict, []).append(f"n = {n_label(f.users)}{detail}")
     return "; ".join(
         f"{_VERSUS_TEXT[verdict]} at {', '.join(where)}" for verdict, where in groups.items()
     )
 
 
-def _selection(cells: Sequence[_Feasible]) -> str:
+def _selection(cells: Sequence[Feasible]) -> str:
     """What the default plan selected, grouped by (bound, noise, protocol run) over n."""
     groups: dict[tuple[str, str, str], list[int]] = {}
     for f in cells:
@@ -506,7 +441,7 @@ def _defaults(settings: CompareSettings, ref: Sequence[CellRow], eps: float) -> 
     for name, mode in DEFAULT_ROWS.items():
         if name not in settings.protocols:
             continue
-        cells = _feasible(ref, name)
+        cells = feasible(ref, name)
         infeasible = [r for r in ref if r.protocol == name and r.plan is None]
         if not cells:
             if infeasible:
@@ -528,7 +463,7 @@ def _defaults(settings: CompareSettings, ref: Sequence[CellRow], eps: float) -> 
         )
         seed = SEED_ROW[mode]
         seeds = [find_cell(ref, seed, f.users, eps) for f in cells]
-        seed_cells = [_Feasible(s, s.plan) for s in seeds if s is not None and s.plan]
+        seed_cells = [Feasible(s, s.plan) for s in seeds if s is not None and s.plan]
         if len(seed_cells) == len(cells):
             text += (
                 f" against {', '.join(fmt(integral(c.plan.messages_per_user)) for c in seed_cells)}"
@@ -567,7 +502,7 @@ def _defaults(settings: CompareSettings, ref: Sequence[CellRow], eps: float) -> 
 def _communication(settings: CompareSettings, ref: Sequence[CellRow]) -> list[str]:
     largest = max(settings.users)
     comm = sorted(
-        (_Feasible(r, r.plan) for r in ref if r.users == largest and r.plan is not None),
+        (Feasible(r, r.plan) for r in ref if r.users == largest and r.plan is not None),
         key=lambda f: f.plan.bytes_per_user,
     )
     if not comm:
@@ -597,63 +532,3 @@ def findings(settings: CompareSettings, rows: Sequence[CellRow], eps: float) -> 
         *_sum_preserving(ref),
         *_communication(settings, ref),
     ]
-
-
-def agreement(rows: Sequence[CellRow]) -> str:
-    """How often the predicted RMSE lies inside the measured 95% interval (to 1e-12), the
-    range of measured/predicted, and the cells outside."""
-    measured = [
-        (r, r.plan, r.measurement) for r in rows if r.plan is not None and r.measurement is not None
-    ]
-    if not measured:
-        return "No feasible cell was measured."
-    inside = [
-        item
-        for item in measured
-        if item[2].rmse_ci_low - 1e-12 <= item[1].predicted_rmse <= item[2].rmse_ci_high + 1e-12
-    ]
-    outside = [item for item in measured if item not in inside]
-    ratios = [
-        m.measured_over_predicted for _, _, m in measured if m.measured_over_predicted is not None
-    ]
-    text = (
-        f"The prediction lies inside the measured 95% interval in {len(inside)} of "
-        f"{len(measured)} cells; measured/predicted RMSE ranges over "
-        f"{fmt(min(ratios))}–{fmt(max(ratios))}."
-    )
-    if outside:
-        listing = "; ".join(
-            f"{r.protocol} n = {n_label(r.users)} ε = {r.epsilon:g} "
-            f"(measured {fmt(m.measured_rmse)}, predicted {fmt(plan.predicted_rmse)})"
-            for r, plan, m in outside
-        )
-        expected = 0.05 * len(measured)
-        text += (
-            f" Outside: {listing}. With nominal 95% intervals about {expected:.1f} of "
-            f"{len(measured)} cells would fall outside by chance alone (somewhat more for the "
-            "heavy-tailed Laplace-like errors, whose intervals are approximate)."
-        )
-    return text
-
-
-def methods_note(rows: Sequence[CellRow]) -> str:
-    """Which cells used the sufficient-statistic sampler (by protocol, n and ε)."""
-    fast = [r for r in rows if r.method == "sufficient-statistic"]
-    if not fast:
-        return "Every cell was simulated message by message (encode → shuffle → analyze)."
-    grouped: dict[str, dict[int, list[float]]] = {}
-    for r in fast:
-        grouped.setdefault(r.protocol, {}).setdefault(r.users, []).append(r.epsilon)
-    listing = "; ".join(
-        f"{name} at "
-        + ", ".join(
-            f"n = {n_label(n)} (ε = {', '.join(f'{e:g}' for e in sorted(eps))})"
-            for n, eps in sorted(by_n.items())
-        )
-        for name, by_n in grouped.items()
-    )
-    return (
-        "Cells simulated with the exact sufficient-statistic sampler (n·m above the "
-        f"per-trial message limit): {listing}. Every other feasible cell ran the real "
-        "encode → shuffle → analyze pipeline."
-    )
