@@ -26,6 +26,7 @@ from cloaknet.analysis import analyze_round
 from cloaknet.encoding import decode_share
 from cloaknet.errors import CloakError
 from cloaknet.protocols import SummationProtocol
+from cloaknet.protocols.vector_chain import VectorChainProtocol
 from mixnet.chain import ChainConfig
 from mixnet.core.actions import DeliveredBatch
 from mixnet.settings import NodeSettings
@@ -33,7 +34,7 @@ from mixnet.sink import SinkNode
 from mixnet.status_page import ResultColumn
 from mixnet.store import NodeStore
 
-__all__ = ["RESULT_COLUMNS", "AnalyzerApp", "analyzer_node"]
+__all__ = ["RESULT_COLUMNS", "VECTOR_RESULT_COLUMNS", "AnalyzerApp", "analyzer_node"]
 
 #: The status page's results table (:meth:`AnalyzerApp.result_columns`).
 RESULT_COLUMNS: tuple[ResultColumn, ...] = (
@@ -59,6 +60,25 @@ RESULT_COLUMNS: tuple[ResultColumn, ...] = (
     ResultColumn("analyzed in", "analyze_seconds", format="seconds"),
     ResultColumn("completed", "completed_at", format="time"),
     ResultColumn("error", "error", default=""),
+)
+#: The results table of a chain that sums vectors: the dimension, and the total of the
+#: vector's coordinates in place of the scalar estimate (the vector itself is in the JSON).
+VECTOR_RESULT_COLUMNS: tuple[ResultColumn, ...] = tuple(
+    column
+    for original in RESULT_COLUMNS
+    for column in (
+        (
+            ResultColumn("dimension", "dimension", description="coordinates of the summed vector"),
+            ResultColumn(
+                "Σ coordinates",
+                "estimate",
+                description="the total of the published vector sum's coordinates "
+                "(the vector is in the round's JSON, GET /rounds/<id>)",
+            ),
+        )
+        if original.key == "estimate"
+        else (original,)
+    )
 )
 
 
@@ -101,7 +121,9 @@ class AnalyzerApp:
         guarantee the estimate was made under: ``epsilon`` and ``delta``, the protocol's
         stated (ε, δ) (the chain file's loader checked that it holds for every round size
         its ``[round]`` allows), or ``None`` where the protocol states none (a cloak built
-        from bare parameters).
+        from bare parameters). For vector sums the result also has ``vector`` (d floats)
+        and ``dimension``, and a planned guarantee is the whole training's, over
+        ``training_rounds`` rounds (:mod:`cloaknet.protocols.vector_chain`).
 
         A bad batch (wrong count, a payload of the wrong width or value) gives
         ``status == "error"``; it never raises for it. Apart from the two timing fields the
@@ -139,7 +161,11 @@ class AnalyzerApp:
     def result_columns(self) -> tuple[ResultColumn, ...]:
         """The status page's results table: :data:`RESULT_COLUMNS` — round, status, users,
         excluded (0 when a result has no ``excluded``), protocol, ε, δ, estimate, messages,
-        analysis time, completion time and error."""
+        analysis time, completion time and error; for vector sums
+        :data:`VECTOR_RESULT_COLUMNS` (the dimension and the coordinates' total in place of
+        the estimate)."""
+        if isinstance(self.protocol, VectorChainProtocol):
+            return VECTOR_RESULT_COLUMNS
         return RESULT_COLUMNS
 
     def _dump(self, round_id: int, clients: int, payloads: Sequence[bytes]) -> None:

@@ -23,6 +23,8 @@ with examples in ``docs/chainfile.md``::
     epsilon = 1.0
     delta = 1e-6
 
+and ``name = "vector"`` for vector sums (:mod:`cloaknet.vector_table`).
+
 A round closes with any n in ``[round].min_users .. max_users`` users, and the guarantee
 must hold for every such n (:mod:`cloaknet.guarantee`). The bounds move in opposite
 directions: single-user changes (Lemma 11; 13 with colluders) and the BBGN bound weaken as
@@ -89,10 +91,12 @@ class CloakChain:
     planning at load time).
 
     ``protocol`` is a :class:`~cloaknet.protocols.CloakProtocol` (explicit parameters or a
-    plan; its exact :class:`~cloaknet.params.CloakParams` are ``protocol.params``) or a
-    comparison protocol. Invariants (checked at construction by
-    :func:`cloaknet.protocol_table.check_policy`; :class:`ChainFileError` otherwise, and
-    ``TypeError`` for wrong types): ``[round].max_users <= protocol.max_round_users``;
+    plan; its exact :class:`~cloaknet.params.CloakParams` are ``protocol.params``), a
+    comparison protocol, or for vector sums (``name = "vector"``) a
+    :class:`~cloaknet.protocols.vector_chain.VectorChainProtocol`. Invariants (checked at
+    construction by :func:`cloaknet.protocol_table.check_policy`; :class:`ChainFileError`
+    otherwise, and ``TypeError`` for wrong types):
+    ``[round].max_users <= protocol.max_round_users``;
     ``[round].min_users >= protocol.min_round_users`` (and ``>= plan.users``); a protocol
     planned for exactly n users needs ``min_users = max_users = n``; with ``plan``, the
     protocol is the cloak with ``plan.params`` and the plan meets its target (ε, δ) for every

@@ -28,6 +28,17 @@ token::
 Every submission is then signed with that key, which is also its client id; the entry mix
 takes one submission per credential per round.
 
+On a chain whose ``[protocol]`` sums vectors (``name = "vector"``,
+:mod:`cloaknet.vector_table`) a value is one user's vector — a 1-D sequence or numpy array of
+the protocol's dimension d — and one submission carries its d·m payloads (each coordinate
+clipped, scaled, rounded, noised and split by
+:class:`~cloaknet.protocols.vector.VectorSumProtocol`); the result's ``vector`` holds the
+d estimated coordinate sums::
+
+    async with cloaknet.client.connect("chain.toml") as net:
+        receipt = await net.submit(update)                 # len(update) == d
+        summed = (await net.result(receipt.round)).vector  # d floats
+
 All randomness of the encoding comes from the client's ``rng``, by default the OS CSPRNG
 (:data:`~cloaknet.randomness.SYSTEM_RANDOM`).
 """
@@ -36,21 +47,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import operator
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeAlias
 
+import numpy as np
 from nacl.signing import SigningKey
+from numpy.typing import NDArray
 
 from cloaknet.chainfile import CloakChain, load_chain
 from cloaknet.encoding import check_input, encode_share
-from cloaknet.errors import CloakError
+from cloaknet.errors import CloakError, InputRangeError
+from cloaknet.protocols.vector_chain import VectorChainProtocol
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 from mixnet.admission import parse_token
-from mixnet.client import MixnetClient
+from mixnet.client import MAX_REPLY, MixnetClient
 from mixnet.errors import LinkClosed, MalformedFrame, MixnetError
 from mixnet.frames import ROUND_ID_MAX
 from mixnet.keys import read_key_file
@@ -66,8 +82,15 @@ __all__ = [
     "RoundFailed",
     "RoundResult",
     "SubmissionRejected",
+    "Value",
     "connect",
 ]
+
+#: What :meth:`ChainClient.submit` takes: a number in [0, 1] on a scalar chain, one user's
+#: vector (a 1-D sequence or numpy array of d reals) on a vector chain.
+Value: TypeAlias = float | Sequence[float] | NDArray[Any]
+#: Reply bytes allowed per coordinate of a published vector (a msgpack float64 takes 9).
+_REPLY_BYTES_PER_COORDINATE = 16
 
 #: Spacing of repeated ``subscribe`` requests while the analyzer answers ``pending``.
 _POLL = Backoff(base=0.05, cap=1.0)
@@ -115,12 +138,17 @@ class RoundResult:
     """A round's published result: ``round``, ``users`` (n), ``estimate`` (of Σ x_i) and
     ``raw``, every field the analyzer published (see
     :func:`cloaknet.analysis.analyze_round`; e.g. ``status``, ``protocol``, ``messages``,
-    ``estimate_exact`` for the cloak, ``completed_at``)."""
+    ``estimate_exact`` for the cloak, ``completed_at``).
+
+    ``vector`` is ``None`` on a scalar chain. On a vector chain it is the estimate of
+    Σ_i clip(x_i), one float per coordinate (exactly d of them), and ``estimate`` is the
+    total of those coordinates (:mod:`cloaknet.protocols.vector_chain`)."""
 
     round: int
     users: int
     estimate: float
     raw: dict[str, Any]
+    vector: tuple[float, ...] | None = None
 
 
 class ChainClient:
@@ -131,6 +159,9 @@ class ChainClient:
     a submission keeps trying new rounds; ``workers`` sizes the wrapping thread pool; ``rng``
     feeds the encoding (default: the OS CSPRNG — only tests and reproducible simulations pass
     another). :attr:`mixnet` is the underlying :class:`~mixnet.client.MixnetClient`.
+    :attr:`vector` is the chain's :class:`~cloaknet.protocols.vector_chain.VectorChainProtocol`
+    when the chain sums vectors (``None`` otherwise); its ``dimension`` is the length every
+    submitted vector must have. Vector encodings run in a worker thread, one at a time.
 
     ``credential`` is the client's key on a chain with ``[admission]``: a key file written
     by ``cloaknet keygen --client`` (a path, read at once) or a
@@ -173,6 +204,15 @@ class ChainClient:
         self.chain = chain
         self.rng = rng
         self.retry_for = retry_for
+        protocol = chain.protocol
+        #: the chain's vector protocol (``None`` on a scalar chain)
+        self.vector: VectorChainProtocol | None = (
+            protocol if isinstance(protocol, VectorChainProtocol) else None
+        )
+        self._encoding = threading.Lock()  # one vector encoding at a time draws from rng
+        max_reply = MAX_REPLY
+        if self.vector is not None:
+            max_reply += _REPLY_BYTES_PER_COORDINATE * self.vector.dimension
         self.mixnet = MixnetClient(
             chain.config,
             messages=chain.messages,
@@ -181,6 +221,7 @@ class ChainClient:
             connections=connections,
             retry_for=retry_for,
             workers=workers,
+            max_reply=max_reply,
             signing_key=signing_key,
             token=parse_token(token) if isinstance(token, str) else token,
         )
@@ -209,6 +250,40 @@ class ChainClient:
         modulus = self.chain.message_modulus
         return [encode_share(v, modulus) for v in values]
 
+    def _vector_payloads(self, vector: VectorChainProtocol, x: NDArray[np.float64]) -> (
+        list[bytes]
+    ):
+        """One fresh encoding of the checked vector ``x``: its d·m payloads (one encoding at
+        a time, so ``rng`` is never drawn from by two threads at once)."""
+        with self._encoding:
+            return vector.encode_payloads(x, self.rng)
+
+    def _check(self, x: object, clip: bool) -> Any:
+        """``x`` checked for this chain's protocol: the number itself on a scalar chain
+        (:func:`~cloaknet.encoding.check_input`), a float64 array of shape (d,) on a vector
+        chain (:meth:`VectorChainProtocol.check_vector`).
+
+        :raises InputRangeError: ``x`` is not a valid input of the chain's protocol.
+        """
+        if self.vector is None:
+            check_input(x, clip=clip)  # type: ignore[arg-type]  # checks any object
+            return x
+        return self.vector.check_vector(x)
+
+    async def _submit_checked(self, x: Any, clip: bool, client_id: str | None) -> Receipt:
+        """Submit the checked value ``x`` (:meth:`_check`), encoded afresh for every round
+        tried. A vector's first encoding is made in a worker thread (it can take a while
+        for large d), later ones — only after a round closed first — on the loop."""
+        vector = self.vector
+        if vector is None:
+            return await self._submit(lambda: self._payloads(x, clip), client_id)
+        ready = [await asyncio.to_thread(self._vector_payloads, vector, x)]
+
+        def make_payloads() -> list[bytes]:
+            return ready.pop() if ready else self._vector_payloads(vector, x)
+
+        return await self._submit(make_payloads, client_id)
+
     async def _submit(
         self, make_payloads: Callable[[], Sequence[bytes]], client_id: str | None
     ) -> Receipt:
@@ -224,19 +299,25 @@ class ChainClient:
         return Receipt(receipt.round_id, receipt.client_id, receipt.digest)
 
     async def submit(
-        self, x: float, *, clip: bool = False, client_id: str | None = None
+        self, x: Value, *, clip: bool = False, client_id: str | None = None
     ) -> Receipt:
-        """Encode and submit one value; returns once the entry mix has stored it.
+        """Encode and submit one user's value; returns once the entry mix has stored it.
 
-        ``x`` is an int, float or :class:`~fractions.Fraction` in [0, 1]; with ``clip=True``
-        values outside are clipped to 0 or 1. It is checked before anything is sent. A fresh
+        On a scalar chain ``x`` is an int, float or :class:`~fractions.Fraction` in [0, 1];
+        with ``clip=True`` values outside are clipped to 0 or 1. On a vector chain
+        (:attr:`vector` is not ``None``) ``x`` is a 1-D sequence (of ints, floats, Fractions
+        or numpy reals, not bools) or a 1-D numpy array of a real dtype, of length d, every
+        coordinate finite; the local randomizer clips it to L2 norm C (``clip`` has no
+        effect), rounds, adds the user's noise and splits every coordinate, and the d·m
+        payloads go in one submission. ``x`` is checked before anything is sent. A fresh
         encoding is made for each round tried; within a round, retries after a connection
         loss resend the identical onions, which the entry mix acknowledges without counting
         them twice. ``client_id`` (1..128 characters) defaults to a random one; with a
         ``credential`` it is the credential's text and may not be anything else.
 
         :raises InputRangeError: x is not a number, is NaN, or lies outside [0, 1] without
-            ``clip``.
+            ``clip`` (scalar chain); x is not a 1-D sequence or array of d finite reals
+            (vector chain).
         :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters (or
             not the credential's text).
         :raises SubmissionRejected: the submission was refused (see its ``code``).
@@ -246,8 +327,8 @@ class ChainClient:
         :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the entry mix was
             unreachable for ``retry_for`` seconds.
         """
-        check_input(x, clip=clip)
-        return await self._submit(lambda: self._payloads(x, clip), client_id)
+        checked = self._check(x, clip)
+        return await self._submit_checked(checked, clip, client_id)
 
     async def submit_shares(
         self, shares: Sequence[int], *, client_id: str | None = None
@@ -275,15 +356,17 @@ class ChainClient:
 
     async def submit_many(
         self,
-        values: Sequence[float],
+        values: Sequence[Value] | NDArray[Any],
         *,
         concurrency: int = 32,
         clip: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> list[Receipt]:
-        """Submit many values, up to ``concurrency`` at a time (for simulations); returns
-        their receipts in the order of ``values``. ``progress(1)`` is called after each
-        acknowledged submission.
+        """Submit many users' values, up to ``concurrency`` at a time (for simulations);
+        returns their receipts in the order of ``values``. ``progress(1)`` is called after
+        each acknowledged submission. On a vector chain ``values`` holds one vector per user
+        (a sequence of vectors, or a 2-D array of shape (n, d)), each submitted as
+        :meth:`submit` does.
 
         Every value is checked first: if one is invalid, nothing is sent and its error is
         raised. If a submission fails, the others still in flight are cancelled and awaited —
@@ -291,21 +374,32 @@ class ChainClient:
         acknowledged stay in their round).
 
         :raises ValueError: ``concurrency < 1``.
-        :raises InputRangeError: a value is invalid (nothing was sent).
+        :raises InputRangeError: a value is invalid (nothing was sent; on a vector chain the
+            message names the vector's index).
         :raises SubmissionRejected, LinkClosed, OSError, ConnectionClosed, InvalidHandshake,
             TimeoutError: the first submission that failed, as :meth:`submit`.
         """
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        items = list(values)
-        for value in items:
-            check_input(value, clip=clip)
+        if self.vector is not None and not isinstance(values, Sequence | np.ndarray):
+            raise InputRangeError(
+                f"expected a sequence of vectors or a 2-D array, got {type(values).__name__}"
+            )
+        items: list[Any] = list(values)
+        for index, value in enumerate(items):
+            if self.vector is None:
+                self._check(value, clip)
+                continue
+            try:
+                items[index] = self._check(value, clip)
+            except InputRangeError as exc:
+                raise InputRangeError(f"vector {index}: {exc}") from None
         receipts: list[Receipt | None] = [None] * len(items)
         todo = iter(range(len(items)))
 
         async def worker() -> None:
             for index in todo:  # one shared iterator: each index is taken once
-                receipts[index] = await self.submit(items[index], clip=clip)
+                receipts[index] = await self._submit_checked(items[index], clip, None)
                 if progress is not None:
                     progress(1)
 
@@ -334,7 +428,8 @@ class ChainClient:
         :raises RoundFailed: the analyzer reported an error for the round.
         :raises TimeoutError: no result within ``timeout`` seconds.
         :raises MalformedFrame: the reply is about another round, or an ``ok`` result lacks a
-            valid ``users`` or ``estimate``.
+            valid ``users`` or ``estimate`` (or, on a vector chain, ``vector``: d finite
+            numbers).
         :raises MixnetError: the analyzer answered with an error frame (not retried), or
             :class:`~mixnet.tls.TlsError`: its TLS certificate is not trusted.
         :raises LinkClosed: the client was closed.
@@ -360,7 +455,8 @@ class ChainClient:
                     f"asked for round {round_id}, the analyzer answered about round {answered}"
                 )
             if reply["type"] == "result":
-                return _parse_result(round_id, reply)
+                dimension = None if self.vector is None else self.vector.dimension
+                return _parse_result(round_id, reply, dimension)
             await asyncio.sleep(_POLL.delay(attempt))
             attempt += 1
 
@@ -376,9 +472,12 @@ def _signing_key(credential: str | Path | SigningKey | None) -> SigningKey | Non
     )
 
 
-def _parse_result(round_id: int, reply: dict[str, object]) -> RoundResult:
+def _parse_result(
+    round_id: int, reply: dict[str, object], dimension: int | None = None
+) -> RoundResult:
     """The :class:`RoundResult` of a ``result`` reply about ``round_id`` (raises as
-    :meth:`ChainClient.result`)."""
+    :meth:`ChainClient.result`); with ``dimension`` (a vector chain) an ``ok`` result must
+    carry ``vector``, a list of exactly that many finite numbers."""
     raw = {key: value for key, value in reply.items() if key not in _FRAME_KEYS}
     status = raw.get("status")
     if status == "aborted":
@@ -387,7 +486,24 @@ def _parse_result(round_id: int, reply: dict[str, object]) -> RoundResult:
         raise RoundFailed(f"round {round_id}: {raw.get('error', f'status {status!r}')}")
     users = get_int(raw, "users", min_value=0)
     estimate = get_float(raw, "estimate")
-    return RoundResult(round_id, users, estimate, raw)
+    vector = None if dimension is None else _vector_field(raw, dimension)
+    return RoundResult(round_id, users, estimate, raw, vector)
+
+
+def _vector_field(raw: dict[str, object], dimension: int) -> tuple[float, ...]:
+    """``raw["vector"]`` as a tuple of ``dimension`` finite floats (MalformedFrame else)."""
+    value = raw.get("vector")
+    if not isinstance(value, list | tuple) or len(value) != dimension:
+        raise MalformedFrame(f"the result's vector is not a list of {dimension} numbers")
+    out: list[float] = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int | float):
+            raise MalformedFrame("the result's vector holds a value that is not a number")
+        number = float(item)
+        if not math.isfinite(number):
+            raise MalformedFrame("the result's vector holds a value that is not finite")
+        out.append(number)
+    return tuple(out)
 
 
 def _first_leaf(errors: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -5,7 +5,8 @@ Three forms (``docs/chainfile.md``): the cloak's explicit parameters (what
 as ``cloaknet plan`` plans: :func:`cloaknet.plans.select_plan`, ``bound`` default ``auto``,
 so it may select split-and-mix with Pólya noise), and ``name = "bbgn" | "blanket" |
 "cheu"`` (a comparison protocol planned for exactly ``users`` users; ``bbgn`` also takes
-``max_users`` for rounds of ``users`` to ``max_users`` users). :func:`read_protocol_table`
+``max_users`` for rounds of ``users`` to ``max_users`` users); ``name = "vector"`` is
+read by :mod:`cloaknet.vector_table` (vector sums). :func:`read_protocol_table`
 turns any of them into a :class:`~cloaknet.protocols.base.SummationProtocol`; every problem
 is a
 :class:`ChainFileError` naming the field. A cloak whose guarantee is stated (a plan, or
@@ -17,17 +18,28 @@ allows, where each bound is weakest (:mod:`cloaknet.guarantee`): the sum-preserv
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from cloaknet.errors import CloakError, InfeasiblePlanError, ParameterError
+from cloaknet.errors import InfeasiblePlanError, ParameterError
 from cloaknet.guarantee import range_problem
 from cloaknet.params import MODES, CloakParams, NoiseParams
 from cloaknet.planner import BOUNDS, Plan
 from cloaknet.plans import BOUND_CHOICES, SelectedPlan, select_plan
 from cloaknet.protocols import CloakProtocol, SummationProtocol, make_protocol
+from cloaknet.table_fields import (
+    ChainFileError,
+    check_users,
+    fraction_field,
+    int_field,
+    modulus_field,
+    number_field,
+    required,
+    show,
+    type_name,
+)
+from cloaknet.vector_table import VECTOR_PROTOCOL, read_vector_table
 from mixnet.chain import RoundPolicy
 
 __all__ = [
@@ -68,93 +80,6 @@ _PLAN_KEYS = (
     "max_messages",
     "max_rmse",
 )
-_DIGITS = re.compile(r"[0-9]+")
-_FRACTION = re.compile(r"([0-9]+)(?:/([0-9]+))?")
-_SHOWN_VALUE_LENGTH = 60
-
-
-class ChainFileError(CloakError, ValueError):
-    """A chain file cannot be read, written or used by cloaknet.
-
-    The message is one line ``"<source>: <field path>: <problem>"`` (unknown parts left
-    out), e.g. ``chain.toml: protocol.noise_scale: expected an exact fraction string like
-    "208333/1", got float``. Errors of the generic chain (:class:`~mixnet.chain.ChainConfigError`)
-    and of the planner or :class:`~cloaknet.params.CloakParams` are wrapped into this type,
-    keeping their reason. The parts are also available as :attr:`source`, :attr:`field`
-    and :attr:`problem`.
-    """
-
-    def __init__(
-        self, problem: str, *, source: str | None = None, field: str | None = None
-    ) -> None:
-        self.source = source
-        self.field = field
-        self.problem = _one_line(problem)
-        super().__init__(
-            _one_line(": ".join(part for part in (source, field, self.problem) if part))
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickle/copy with :attr:`source`, :attr:`field` and :attr:`problem` kept."""
-        return (_rebuild_error, (self.problem, self.source, self.field))
-
-
-def _rebuild_error(problem: str, source: str | None, field: str | None) -> ChainFileError:
-    """Unpickling helper of :class:`ChainFileError`."""
-    return ChainFileError(problem, source=source, field=field)
-
-
-def _one_line(text: str) -> str:
-    """``text`` with every non-printable character (newlines included) made a space."""
-    return "".join(char if char.isprintable() else " " for char in text).strip()
-
-
-def _show(value: object) -> str:
-    """``repr(value)``, shortened for messages."""
-    text = repr(value)
-    if len(text) > _SHOWN_VALUE_LENGTH:
-        text = text[: _SHOWN_VALUE_LENGTH - 3] + "..."
-    return text
-
-
-def _type_name(value: object) -> str:
-    """The TOML name of ``value``'s type."""
-    names = {bool: "boolean", int: "integer", float: "float", str: "string", dict: "table"}
-    return names.get(type(value), type(value).__name__)
-
-
-def _int(value: object, path: str) -> int:
-    """``value`` if it is an int (not a bool); else :class:`ChainFileError` naming ``path``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ChainFileError(f"expected an integer, got {_type_name(value)}", field=path)
-    return value
-
-
-def _number(value: object, path: str, *, kind: str) -> float:
-    """``value`` as a float if it is an int or float (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ChainFileError(f"expected a number, got {kind}", field=path)
-    return float(value)
-
-
-def _required(table: Mapping[str, Any], key: str, path: str) -> Any:
-    """``table[key]``; :class:`ChainFileError` naming ``path.key`` if missing."""
-    if key not in table:
-        raise ChainFileError("missing", field=f"{path}.{key}")
-    return table[key]
-
-
-def _check_users(users: int, min_users: int, *, field: str) -> None:
-    """:class:`ChainFileError` at ``field`` if privacy was planned for more users than
-    ``min_users`` (a round may close with that few)."""
-    if users > min_users:
-        raise ChainFileError(
-            f"privacy is planned for {users} users, but rounds may close with "
-            f"[round].min_users = {min_users}; must be <= {min_users}",
-            field=field,
-        )
-
-
 def check_policy(policy: RoundPolicy, protocol: SummationProtocol, plan: Plan | None) -> None:
     """Raise :class:`ChainFileError` (without a source) unless rounds of ``policy`` fit
     ``protocol``: ``[round].max_users <= protocol.max_round_users`` (the analyzer's limit)
@@ -187,7 +112,7 @@ def check_policy(policy: RoundPolicy, protocol: SummationProtocol, plan: Plan | 
             f"but [round].max_users is {policy.max_users}",
             field="protocol.max_users",
         )
-    _check_users(low, policy.min_users, field=users_field)
+    check_users(low, policy.min_users, field=users_field)
     if plan is not None:
         _check_rounds(
             policy, plan.params, plan.gamma, plan.bound, plan.colluders,
@@ -245,13 +170,18 @@ def read_protocol_table(
     default ``auto``, as ``cloaknet plan``), and when that selects split-and-mix with Pólya
     noise the protocol is a :class:`~cloaknet.protocols.BBGNProtocol` and the returned plan
     ``None``. The planned-for ``users`` of the explicit and ``plan`` forms are checked
-    against ``policy.min_users`` here; the rest of the fit is :func:`check_policy`.
+    against ``policy.min_users`` here; the rest of the fit is :func:`check_policy`. A table
+    with ``name = "vector"`` gives a
+    :class:`~cloaknet.protocols.vector_chain.VectorChainProtocol`
+    (:func:`cloaknet.vector_table.read_vector_table`) and no plan.
 
     :raises ChainFileError: (without a source) naming the field of every problem, keeping
         the reason of the planner, :class:`~cloaknet.params.CloakParams` or the protocol.
     """
     if table is None:
         raise ChainFileError("missing table [protocol]", field="protocol")
+    if table.get("name") == VECTOR_PROTOCOL:
+        return read_vector_table(table, policy), None
     if "name" in table:
         return _named(table), None
     for key in table:
@@ -278,8 +208,9 @@ def _named(table: Mapping[str, Any]) -> SummationProtocol:
     name = table["name"]
     if name not in CHAIN_PROTOCOLS:
         raise ChainFileError(
-            f"unknown protocol {_show(name)} (chains run: {', '.join(CHAIN_PROTOCOLS)}, or "
-            "the cloak via plan = {...} or explicit parameters)",
+            f"unknown protocol {show(name)} (chains run: {', '.join(CHAIN_PROTOCOLS)}, "
+            f"{VECTOR_PROTOCOL!r} for vector sums, or the cloak via plan = {{...}} or "
+            "explicit parameters)",
             field="protocol.name",
         )
     for key in table:
@@ -288,16 +219,16 @@ def _named(table: Mapping[str, Any]) -> SummationProtocol:
                 f"unknown key for protocol {name!r} (allowed: {', '.join(_NAMED_KEYS)})",
                 field=f"protocol.{key}",
             )
-    users = _int(_required(table, "users", "protocol"), "protocol.users")
+    users = int_field(required(table, "users", "protocol"), "protocol.users")
     options = {
-        key: _int(table[key], f"protocol.{key}")
+        key: int_field(table[key], f"protocol.{key}")
         for key in ("colluders", "precision", "max_users")
         if key in table
     }
     values = []
     for key in ("epsilon", "delta"):
-        value = _required(table, key, "protocol")
-        values.append(_number(value, f"protocol.{key}", kind=_show(value)))
+        value = required(table, key, "protocol")
+        values.append(number_field(value, f"protocol.{key}", kind=show(value)))
     epsilon, delta = values
     try:
         return make_protocol(name, users, epsilon, delta, **options)
@@ -317,7 +248,7 @@ def _planned(table: Mapping[str, Any], policy: RoundPolicy) -> SelectedPlan:
     request = table["plan"]
     if not isinstance(request, Mapping):
         raise ChainFileError(
-            f"expected a table like {{ epsilon = 1.0, delta = 1e-6 }}, got {_type_name(request)}",
+            f"expected a table like {{ epsilon = 1.0, delta = 1e-6 }}, got {type_name(request)}",
             field="protocol.plan",
         )
     for key in request:
@@ -333,11 +264,11 @@ def _planned(table: Mapping[str, Any], policy: RoundPolicy) -> SelectedPlan:
     arguments: dict[str, Any] = {}
     for key in ("users", "precision", "colluders", "max_messages"):
         if key in request:
-            arguments[key] = _int(request[key], f"protocol.plan.{key}")
+            arguments[key] = int_field(request[key], f"protocol.plan.{key}")
     for key in ("epsilon", "delta", "max_rmse"):
         if key in request:
             value = request[key]
-            arguments[key] = _number(value, f"protocol.plan.{key}", kind=_type_name(value))
+            arguments[key] = number_field(value, f"protocol.plan.{key}", kind=type_name(value))
         elif key != "max_rmse":
             raise ChainFileError("missing", field=f"protocol.plan.{key}")
     for key, allowed in (("mode", MODES), ("bound", BOUND_CHOICES)):
@@ -345,12 +276,12 @@ def _planned(table: Mapping[str, Any], policy: RoundPolicy) -> SelectedPlan:
             value = request[key]
             if not isinstance(value, str) or value not in allowed:
                 raise ChainFileError(
-                    f"expected one of {', '.join(allowed)}, got {_show(value)}",
+                    f"expected one of {', '.join(allowed)}, got {show(value)}",
                     field=f"protocol.plan.{key}",
                 )
             arguments[key] = value
     users = arguments.pop("users", policy.min_users)
-    _check_users(users, policy.min_users, field="protocol.plan.users")
+    check_users(users, policy.min_users, field="protocol.plan.users")
     try:
         return select_plan(
             users,
@@ -363,57 +294,10 @@ def _planned(table: Mapping[str, Any], policy: RoundPolicy) -> SelectedPlan:
         raise ChainFileError(str(exc), field="protocol.plan") from None
 
 
-def _modulus(value: object) -> int:
-    """``[protocol].modulus``: a decimal digit string or an int."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ChainFileError(
-            f"expected a decimal string (or an integer), got {_type_name(value)}",
-            field="protocol.modulus",
-        )
-    if isinstance(value, int):
-        return value
-    if not _DIGITS.fullmatch(value):
-        raise ChainFileError(
-            f"expected a decimal string of digits, got {_show(value)}", field="protocol.modulus"
-        )
-    try:
-        return int(value)
-    except ValueError:  # beyond the interpreter's limit on digits
-        raise ChainFileError(f"too many digits ({len(value)})", field="protocol.modulus") from None
-
-
-def _fraction(value: object, path: str) -> Fraction:
-    """An exact rational from a ``"num/den"`` or ``"num"`` string or an int; floats refused."""
-    if isinstance(value, float):
-        raise ChainFileError(
-            'expected an exact fraction string like "208333/1", got float (inexact)', field=path
-        )
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ChainFileError(
-            f'expected an exact fraction string like "208333/1", got {_type_name(value)}',
-            field=path,
-        )
-    if isinstance(value, int):
-        return Fraction(value)
-    match = _FRACTION.fullmatch(value)
-    if match is None:
-        raise ChainFileError(
-            f'expected an exact fraction string like "208333/1", got {_show(value)}', field=path
-        )
-    try:
-        numerator = int(match.group(1))
-        denominator = int(match.group(2)) if match.group(2) is not None else 1
-        return Fraction(numerator, denominator)
-    except ZeroDivisionError:
-        raise ChainFileError(f"zero denominator in {_show(value)}", field=path) from None
-    except ValueError:  # beyond the interpreter's limit on digits
-        raise ChainFileError(f"too many digits in {_show(value)}", field=path) from None
-
-
 def _noise(table: Mapping[str, Any]) -> NoiseParams:
     """The single-user noise parameters of the explicit ``[protocol]``."""
-    scale = _fraction(_required(table, "noise_scale", "protocol"), "protocol.noise_scale")
-    q = _fraction(_required(table, "noise_q", "protocol"), "protocol.noise_q")
+    scale = fraction_field(required(table, "noise_scale", "protocol"), "protocol.noise_scale")
+    q = fraction_field(required(table, "noise_q", "protocol"), "protocol.noise_q")
     try:
         NoiseParams(scale=scale, q=Fraction(1))
     except ParameterError as exc:
@@ -426,20 +310,20 @@ def _noise(table: Mapping[str, Any]) -> NoiseParams:
 
 def _explicit(table: Mapping[str, Any], policy: RoundPolicy) -> CloakParams:
     """The cloak's explicit parameters in ``table``."""
-    mode = _required(table, "mode", "protocol")
+    mode = required(table, "mode", "protocol")
     if not isinstance(mode, str) or mode not in MODES:
         raise ChainFileError(
-            f"expected one of {', '.join(MODES)}, got {_show(mode)}", field="protocol.mode"
+            f"expected one of {', '.join(MODES)}, got {show(mode)}", field="protocol.mode"
         )
-    messages = _int(_required(table, "messages", "protocol"), "protocol.messages")
-    precision = _int(_required(table, "precision", "protocol"), "protocol.precision")
-    modulus = _modulus(_required(table, "modulus", "protocol"))
+    messages = int_field(required(table, "messages", "protocol"), "protocol.messages")
+    precision = int_field(required(table, "precision", "protocol"), "protocol.precision")
+    modulus = modulus_field(required(table, "modulus", "protocol"))
     max_users = policy.max_users
     if "max_users" in table:
-        max_users = _int(table["max_users"], "protocol.max_users")
+        max_users = int_field(table["max_users"], "protocol.max_users")
     if "users" in table:
-        users = _int(table["users"], "protocol.users")
-        _check_users(users, policy.min_users, field="protocol.users")
+        users = int_field(table["users"], "protocol.users")
+        check_users(users, policy.min_users, field="protocol.users")
     noise: NoiseParams | None = None
     if mode == "single-user":
         noise = _noise(table)
@@ -473,15 +357,15 @@ def _check_claim(table: Mapping[str, Any], params: CloakParams, policy: RoundPol
     for key in ("epsilon", "delta"):
         if key in table:
             value = table[key]
-            limits[key] = _number(value, f"protocol.{key}", kind=_type_name(value))
+            limits[key] = number_field(value, f"protocol.{key}", kind=type_name(value))
     if not limits or params.max_users < policy.max_users:
         return
     bound = table.get("bound", "optimized")
     if not isinstance(bound, str) or bound not in BOUNDS:
         raise ChainFileError(
-            f"expected one of {', '.join(BOUNDS)}, got {_show(bound)}", field="protocol.bound"
+            f"expected one of {', '.join(BOUNDS)}, got {show(bound)}", field="protocol.bound"
         )
-    colluders = _int(table.get("colluders", 0), "protocol.colluders")
+    colluders = int_field(table.get("colluders", 0), "protocol.colluders")
     gamma = 0.0
     if params.mode == "single-user" or bound != "bbgn":
         if "gamma" not in table:
@@ -492,7 +376,7 @@ def _check_claim(table: Mapping[str, Any], params: CloakParams, policy: RoundPol
                 field="protocol.gamma",
             )
         value = table["gamma"]
-        gamma = _number(value, "protocol.gamma", kind=_type_name(value))
+        gamma = number_field(value, "protocol.gamma", kind=type_name(value))
     _check_rounds(
         policy, params, gamma, bound, colluders, limits,
         stated="claimed", prefix="protocol", field="protocol",

@@ -99,6 +99,12 @@ def add_experiment_parser(sub: Any) -> None:
     p_fl.add_argument("--delta", type=probability, default=None, help="delta (default 1e-5)")
     p_fl.add_argument("--non-iid", action="store_true",
                       help="two label shards per client instead of an IID split")
+    p_fl.add_argument("--network", action="store_true",
+                      help="send every cloaknet round through a real local chain (mix and "
+                      "analyzer processes on 127.0.0.1, started and stopped here); sweeps "
+                      "only the headline epsilon, 1 repeat; with --quick 10 clients, 1 round")
+    p_fl.add_argument("--mixes", type=positive_int, default=3,
+                      help="mixes in the --network chain (default 3)")
     p_fl.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
 
@@ -112,6 +118,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             epsilon=args.epsilon,
             epsilons=None if args.epsilons is None else tuple(args.epsilons),
             delta=args.delta, repeats=args.trials, non_iid=args.non_iid, seed=args.seed,
+            network=args.network, mixes=args.mixes,
         )
         fl_result = run_fl_experiment(args.out, fl_settings)
         if args.json:

@@ -460,10 +460,14 @@ class VectorSumProtocol:
         return estimate
 
     def result_fields(self, messages: object, users: int) -> dict[str, object]:
-        """A round's JSON-ready result: ``estimate`` (a list of d floats), ``dimension``
-        and ``users``. Raises what :meth:`analyze` raises."""
+        """A round's JSON-ready result: ``vector`` (the d estimated coordinate sums, floats),
+        ``estimate`` (their total), ``dimension`` and ``users`` — what a chain's analyzer
+        publishes (:mod:`cloaknet.protocols.vector_chain`). Raises what :meth:`analyze`
+        raises."""
+        vector = self.analyze(messages, users)
         return {
-            "estimate": [float(v) for v in self.analyze(messages, users)],
+            "vector": [float(v) for v in vector.tolist()],
+            "estimate": float(np.sum(vector)),
             "dimension": self.dimension,
             "users": users,
         }

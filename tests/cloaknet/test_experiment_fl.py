@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cloaknet.errors import ParameterError
 from cloaknet.experiments.fl import FLSettings, run_fl_experiment
 from cloaknet.experiments.fl.model import DIMENSION
 from cloaknet.experiments.fl.train import gaussian_noise
@@ -68,3 +69,28 @@ def test_gaussian_noise_moments() -> None:
     assert abs(float(np.mean(draws))) < 0.1
     assert float(np.std(draws)) == pytest.approx(2.0, rel=0.05)
     assert all(math.isfinite(v) for v in draws.tolist())
+
+
+def test_network_presets() -> None:
+    quick = FLSettings.default(quick=True, network=True)
+    assert quick.network and quick.mixes == 3
+    assert (quick.clients, quick.rounds, quick.repeats) == (10, 1, 1)
+    assert quick.epsilons == (3.0,) and not quick.per_user_timing
+    full = FLSettings.default(network=True, epsilon=2.0, mixes=2)
+    assert (full.clients, full.rounds, full.repeats, full.mixes) == (300, 10, 1, 2)
+    assert full.epsilons == (2.0,)
+    swept = FLSettings.default(network=True, epsilons=(1.0, 3.0), repeats=2)
+    assert swept.epsilons == (1.0, 3.0) and swept.repeats == 2
+    in_process = FLSettings.default(quick=True)
+    assert not in_process.network and in_process.epsilons == (1.0, 3.0)
+    with pytest.raises(ParameterError, match="mixes"):
+        FLSettings(mixes=0)
+
+
+def test_cli_takes_network_options() -> None:
+    from cloaknet.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["experiment", "fl", "--out", "x", "--network", "--mixes", "2", "--quick"]
+    )
+    assert args.network and args.mixes == 2 and args.quick

@@ -13,6 +13,7 @@ import numpy as np
 
 from cloaknet.experiments.fl.data import load_digits_split
 from cloaknet.experiments.fl.model import DIMENSION, client_deltas, initial_model
+from cloaknet.experiments.fl.network import ChainAggregator, network_chain
 from cloaknet.experiments.fl.report import plot_accuracy, report
 from cloaknet.experiments.fl.settings import FLSettings
 from cloaknet.experiments.fl.train import Training, train
@@ -55,6 +56,12 @@ def run_fl_experiment(out: Path, settings: FLSettings) -> dict[str, Any]:
     ``accuracy_nonprivate`` (means over the repeats of the final accuracy),
     ``bytes_per_client_per_round``, ``seconds_per_round``, and the plan behind both private
     accuracies (``plan``, ``central_dp_noise_std``, ``central_dp_epsilon``, ...).
+
+    With ``settings.network`` every cloaknet round runs through a real local chain (one per
+    ε, started and stopped here; the same plan, so the same accounting), and the object also
+    has ``network_round_seconds`` (the headline ε's rounds, wall time: first submission to
+    the analyzer's result) and ``client_cpu_seconds_per_client_per_round`` (this process's
+    CPU for encoding and wrapping, over the clients); ``seconds_per_round`` is their mean.
     """
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -68,23 +75,36 @@ def run_fl_experiment(out: Path, settings: FLSettings) -> dict[str, Any]:
     plans = {eps: _plan(settings, eps) for eps in settings.epsilons}
     protocols = {eps: VectorSumProtocol(p.params(), plan=p) for eps, p in plans.items()}
     trainings: list[Training] = []
-    for r, seed in enumerate(entropy):
-        data = load_digits_split(np.random.default_rng([seed, 0]))
+    datasets = [load_digits_split(np.random.default_rng([seed, 0])) for seed in entropy]
 
-        def numpy_rng(seed: int = seed) -> np.random.Generator:
-            return np.random.default_rng([seed, 1])
+    def numpy_rng(seed: int) -> np.random.Generator:
+        return np.random.default_rng([seed, 1])
 
+    for r, (seed, data) in enumerate(zip(entropy, datasets, strict=True)):
         trainings.append(train("nonprivate", settings, data, repeat=r,
-                               numpy_rng=numpy_rng(), rng=pipeline_rng))
+                               numpy_rng=numpy_rng(seed), rng=pipeline_rng))
         for eps, made in plans.items():
             trainings.append(train(
-                "central_dp", settings, data, repeat=r, numpy_rng=numpy_rng(),
+                "central_dp", settings, data, repeat=r, numpy_rng=numpy_rng(seed),
                 rng=pipeline_rng, central_std=made.central_gaussian_rmse, epsilon=eps,
             ))
-            trainings.append(train(
-                "cloaknet", settings, data, repeat=r, numpy_rng=numpy_rng(),
-                rng=pipeline_rng, protocol=protocols[eps], epsilon=eps,
-            ))
+            if not settings.network:
+                trainings.append(train(
+                    "cloaknet", settings, data, repeat=r, numpy_rng=numpy_rng(seed),
+                    rng=pipeline_rng, protocol=protocols[eps], epsilon=eps,
+                ))
+    network_rounds: dict[float, ChainAggregator] = {}
+    if settings.network:
+        for eps, made in plans.items():  # one chain of node processes per ε
+            with network_chain(made, mixes=settings.mixes) as chain, ChainAggregator(
+                chain.chain_path, settings.clients
+            ) as aggregator:
+                for r, (seed, data) in enumerate(zip(entropy, datasets, strict=True)):
+                    trainings.append(train(
+                        "cloaknet", settings, data, repeat=r, numpy_rng=numpy_rng(seed),
+                        rng=pipeline_rng, epsilon=eps, aggregator=aggregator,
+                    ))
+            network_rounds[eps] = aggregator
 
     nonprivate = [t.final for t in trainings if t.method == "nonprivate"]
     summary: list[dict[str, Any]] = []
@@ -133,7 +153,9 @@ def run_fl_experiment(out: Path, settings: FLSettings) -> dict[str, Any]:
         "accuracy_nonprivate": row["accuracy_nonprivate"],
         "bytes_per_client_per_round": headline.bytes_per_user,
         "seconds_per_round": real_seconds if real_seconds is not None else _mean(sim_seconds),
-        "seconds_per_round_simulated": _mean(sim_seconds),
+        "seconds_per_round_simulated": None if settings.network else _mean(sim_seconds),
+        "network": settings.network,
+        "mixes": settings.mixes if settings.network else 0,
         "repeats": settings.repeats,
         "accuracy_std": row["accuracy_std"],
         "accuracy_central_dp_std": row["accuracy_central_dp_std"],
@@ -144,6 +166,12 @@ def run_fl_experiment(out: Path, settings: FLSettings) -> dict[str, Any]:
         "plan": headline.to_json(),
     }
     result["plan"]["noise_variance_per_user"] = str(result["plan"]["noise_variance_per_user"])
+    if settings.network:
+        timed = network_rounds[settings.epsilon]
+        result["network_round_seconds"] = timed.round_seconds
+        result["client_cpu_seconds_per_client_per_round"] = _mean(
+            timed.client_cpu_seconds
+        ) / settings.clients
     rounds_rows = [
         {"method": t.method, "epsilon": t.epsilon, "repeat": t.repeat, "round": i + 1,
          "accuracy": a, "seconds": s}

@@ -10,6 +10,8 @@ from cloaknet.errors import ParameterError
 
 __all__ = [
     "DEFAULT_EPSILONS",
+    "NETWORK_QUICK_CLIENTS",
+    "NETWORK_QUICK_ROUNDS",
     "QUICK_EPSILONS",
     "FLSettings",
 ]
@@ -17,6 +19,10 @@ __all__ = [
 #: The ε values of the accuracy-vs-ε sweep (whole training); the headline ε is 3.
 DEFAULT_EPSILONS: Final[tuple[float, ...]] = (1.0, 2.0, 3.0, 5.0, 8.0)
 QUICK_EPSILONS: Final[tuple[float, ...]] = (1.0, 3.0)
+#: ``--network --quick``: few clients (a real round costs d·m onions per client, and m grows
+#: as n shrinks; n·m is smallest near n = 10) for few rounds, to finish in about a minute.
+NETWORK_QUICK_CLIENTS: Final[int] = 10
+NETWORK_QUICK_ROUNDS: Final[int] = 1
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,9 @@ class FLSettings:
     means), ``non_iid`` label shards, ``seed`` (None: fresh data split and model init; the
     pipeline's randomness then comes from the OS CSPRNG), ``per_user_timing``: time one round
     with every user's own noise (the real local randomizer) for ``seconds_per_round``.
+    ``network``: every cloaknet training round goes through a real local chain of ``mixes``
+    mix processes and the analyzer (:mod:`cloaknet.experiments.fl.network`), one chain per
+    ε; the baselines stay in process.
     """
 
     clients: int = 300
@@ -47,9 +56,11 @@ class FLSettings:
     seed: int | None = None
     quick: bool = False
     per_user_timing: bool = True
+    network: bool = False
+    mixes: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("clients", "rounds", "local_steps", "repeats"):
+        for name in ("clients", "rounds", "local_steps", "repeats", "mixes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ParameterError(f"{name} must be an integer >= 1, got {value!r}")
@@ -79,19 +90,36 @@ class FLSettings:
         repeats: int | None = None,
         non_iid: bool = False,
         seed: int | None = None,
+        network: bool = False,
+        mixes: int = 3,
     ) -> FLSettings:
-        """The preset (``quick``: ε ∈ {1, 3} and 2 repeats; full: 5 ε values and 5
-        repeats, no per-user timing round), with any argument given overriding it."""
+        """The preset, with any argument given overriding it. In process: ``quick`` is
+        ε ∈ {1, 3} and 2 repeats without the per-user timing round; the full run 5 ε
+        values and 5 repeats. With ``network`` the sweep is the headline ε only, one
+        repeat, no timing round (every round is a real one), and ``quick`` is
+        :data:`NETWORK_QUICK_CLIENTS` clients for :data:`NETWORK_QUICK_ROUNDS` rounds."""
         base = cls()
+        headline = base.epsilon if epsilon is None else epsilon
+        if network:
+            default_clients = NETWORK_QUICK_CLIENTS if quick else base.clients
+            default_rounds = NETWORK_QUICK_ROUNDS if quick else base.rounds
+            default_epsilons: tuple[float, ...] = (headline,)
+            default_repeats = 1
+        else:
+            default_clients, default_rounds = base.clients, base.rounds
+            default_epsilons = QUICK_EPSILONS if quick else DEFAULT_EPSILONS
+            default_repeats = 2 if quick else 5
         return cls(
-            clients=base.clients if clients is None else clients,
-            rounds=base.rounds if rounds is None else rounds,
-            epsilon=base.epsilon if epsilon is None else epsilon,
-            epsilons=epsilons or (QUICK_EPSILONS if quick else DEFAULT_EPSILONS),
+            clients=default_clients if clients is None else clients,
+            rounds=default_rounds if rounds is None else rounds,
+            epsilon=headline,
+            epsilons=epsilons or default_epsilons,
             delta=base.delta if delta is None else delta,
-            repeats=repeats or (2 if quick else 5),
+            repeats=repeats or default_repeats,
             non_iid=non_iid,
             seed=seed,
             quick=quick,
-            per_user_timing=not quick,
+            per_user_timing=not quick and not network,
+            network=network,
+            mixes=mixes,
         )

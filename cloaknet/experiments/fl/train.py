@@ -1,6 +1,7 @@
 """FedAvg with three aggregators of the clients' clipped updates: the exact sum
 (non-private), the sum plus a trusted server's Gaussian noise (central DP-FedAvg), and
-cloaknet's vector pipeline (clip, round, Skellam noise, split-and-mix, ideal shuffle, analyze).
+cloaknet's vector pipeline (clip, round, Skellam noise, split-and-mix, ideal shuffle, analyze;
+or with ``--network`` a real chain of node processes).
 
 The evaluated model of round t is the global model up to round ⌊T/2⌋ and from then on the
 average of the global models since round ⌊T/2⌋ (tail averaging: post-processing of the
@@ -71,6 +72,7 @@ def train(
     protocol: VectorSumProtocol | None = None,
     central_std: float = 0.0,
     epsilon: float | None = None,
+    aggregator: Callable[[NDArray[np.float64]], NDArray[np.float64]] | None = None,
 ) -> Training:
     """Run FedAvg for ``settings.rounds`` rounds with the aggregator ``method``.
 
@@ -79,7 +81,10 @@ def train(
     ``protocol`` (cloaknet) is the planned :class:`VectorSumProtocol`, run with
     ``noise="aggregate"`` (the estimate has exactly the law of a real round's);
     ``central_std`` the per-coordinate standard deviation of the central Gaussian noise on
-    the sum.
+    the sum. ``aggregator`` (cloaknet only) replaces the in-process pipeline: it gets the
+    round's (n, d) updates and returns the estimated sum (``--network``:
+    :class:`~cloaknet.experiments.fl.network.ChainAggregator`, a real chain with every
+    user's own noise); ``seconds`` then times it.
     """
     clients = split_clients(data.y_train, settings.clients, numpy_rng, non_iid=settings.non_iid)
     w = initial_model(numpy_rng)
@@ -94,9 +99,11 @@ def train(
             total = clip_vectors(d, settings.clip).sum(axis=0)
             noisy: NDArray[np.float64] = total + gaussian_noise(d.shape[1], central_std, rng)
             return noisy
+    elif aggregator is not None:
+        aggregate = aggregator
     else:
         if protocol is None:
-            raise ValueError("cloaknet needs a planned protocol")
+            raise ValueError("cloaknet needs a planned protocol or an aggregator")
         planned = protocol
 
         def aggregate(d: NDArray[np.float64]) -> NDArray[np.float64]:
