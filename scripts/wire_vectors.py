@@ -21,7 +21,12 @@ written. The layers of the ``proven`` chain (``[chain] ownership_proofs = true``
 same way with the ownership proof of docs/wire.md § 9.6 (clamping, the witness sign choice,
 ``c = BLAKE2b-128["mixnet-owner-v2"](...)``, ``s = r + c·x mod ℓ``) and checked against
 :func:`mixnet.ownership.verify_ownership`, :func:`mixnet.onion.wrap` and
-:func:`mixnet.onion.peel_many` with ``proven=True``.
+:func:`mixnet.onion.peel_many` with ``proven=True``. The ``signed_chunks`` section (docs/wire.md
+§ 8.5, § 13.3, § 13.4) is built from the specification's Merkle tree (RFC 6962 with
+BLAKE2b-256) and signed message, with the mixes' fixed identity keys (Ed25519 is
+deterministic), and checked against :mod:`mixnet.chunk_signature` and the judge of a blame,
+:func:`mixnet.core.deliveries.judge`; the Chaum–Pedersen proof of its blame step is kept like
+the trace's.
 
 Run it deliberately: the tests (``tests/mixnet/test_wire_vectors.py``,
 ``tests/cloaknet/test_wire_vectors_cloaknet.py`` and ``tests/integration/test_spec_client.py``)
@@ -41,6 +46,7 @@ import sys
 import tempfile
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
@@ -49,7 +55,7 @@ from typing import Any
 from nacl import bindings
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey
-from nacl.signing import SigningKey
+from nacl.signing import SigningKey, VerifyKey
 
 from cloaknet.analyzer_node import AnalyzerApp
 from cloaknet.encoding import encode_share, quantize, split
@@ -59,6 +65,7 @@ from cloaknet.protocol_table import read_protocol_table
 from cloaknet.protocols import CloakProtocol
 from cloaknet.validator import payload_validator
 from mixnet import ownership
+from mixnet.accusation_wire import accusation_to_wire
 from mixnet.admission import (
     credential_client_id,
     issue_token,
@@ -73,6 +80,7 @@ from mixnet.blame import (
     Failure,
     InvalidEvidence,
     Step,
+    delivered_by,
     failure_of,
     open_layer,
     owned,
@@ -81,7 +89,20 @@ from mixnet.blame import (
     verify_accusation,
 )
 from mixnet.chain import RoundPolicy
+from mixnet.chunk_signature import (
+    Delivery,
+    chunk_message,
+    chunk_root,
+    delivery_of,
+    inclusion_path,
+    leaf_hash,
+    path_root,
+    sign_chunk,
+    verify_chunk,
+    verify_delivery,
+)
 from mixnet.core.actions import DeliveredBatch
+from mixnet.core.deliveries import ChunkSigning, judge
 from mixnet.core.intake import item_digest, submission_digest
 from mixnet.dleq import InvalidProof, prove_shared_secret, verify_shared_secret
 from mixnet.errors import DecryptionFailed, DuplicateClient, MixnetError
@@ -142,6 +163,11 @@ MIX1_ORDER = (
     ("alice", 2), ("mallory", 0), ("alice", 0), ("mallory", 3),
     ("mallory", 1), ("alice", 3), ("alice", 1), ("mallory", 2),
 )  # fmt: skip
+#: The order in which mix2 forwards the hop-2 items (client, onion index): its permutation.
+MIX2_ORDER = (
+    ("mallory", 1), ("alice", 3), ("mallory", 2), ("alice", 0),
+    ("alice", 2), ("mallory", 0), ("alice", 1), ("mallory", 3),
+)  # fmt: skip
 #: The order in which mix3 hands alice's payloads to the analyzer.
 MIX3_ORDER = (3, 0, 2, 1)
 #: The one-mix chain of the ``one_mix`` vector.
@@ -163,6 +189,17 @@ OWNER_PERSON = b"mixnet-owner-v2"
 FIELD_PRIME = 2**255 - 19
 GROUP_ORDER = 2**252 + 27742317777372353535851937790883648493
 PROOF_BYTES = 48
+#: Signed chunks (docs/wire.md § 8.5): the signed message's domain; the round of the
+#: ``signed_chunks.blame`` vector, in which mix2 sends its batch in chunks of 3 items.
+CHUNK_DOMAIN = b"mixnet/chunk/v1"
+#: The items of the ``signed_chunks.trees`` vectors (of different lengths; the trees of
+#: 0 to 7 of them).
+TREE_ITEMS = tuple(
+    hashlib.blake2b(f"wire-vectors/merkle/{i}".encode(), digest_size=3 + i).digest()
+    for i in range(7)
+)
+BLAME_ROUND = 9
+BLAME_CHUNK_SIZE = 3
 
 SUM_PRESERVING_TABLE = f"""\
 [protocol]
@@ -824,6 +861,318 @@ def frame_vector(
     }
 
 
+# --------------------------------------------------------------------------- signed chunks
+
+
+def spec_hash(data: bytes) -> bytes:
+    """docs/wire.md § 8.5: ``BLAKE2b-256`` (no key, no personalisation)."""
+    return hashlib.blake2b(data, digest_size=32).digest()
+
+
+def spec_leaf(item: bytes) -> bytes:
+    """docs/wire.md § 8.5: a leaf hash, ``H(0x00 || item)``."""
+    return spec_hash(b"\x00" + item)
+
+
+def spec_split(n: int) -> int:
+    """docs/wire.md § 8.5: the largest power of two strictly below ``n >= 2``."""
+    k = 1
+    while 2 * k < n:
+        k *= 2
+    return k
+
+
+def spec_tree_root(leaves: Sequence[bytes]) -> bytes:
+    """docs/wire.md § 8.5 ``MTH``: over leaf hashes; ``H("")`` for none."""
+    if not leaves:
+        return spec_hash(b"")
+    if len(leaves) == 1:
+        return leaves[0]
+    k = spec_split(len(leaves))
+    return spec_hash(b"\x01" + spec_tree_root(leaves[:k]) + spec_tree_root(leaves[k:]))
+
+
+def spec_audit_path(position: int, leaves: Sequence[bytes]) -> list[bytes]:
+    """docs/wire.md § 8.5 ``PATH``: the sibling nearest the leaf first."""
+    if len(leaves) <= 1:
+        return []
+    k = spec_split(len(leaves))
+    if position < k:
+        return [*spec_audit_path(position, leaves[:k]), spec_tree_root(leaves[k:])]
+    return [*spec_audit_path(position - k, leaves[k:]), spec_tree_root(leaves[:k])]
+
+
+def spec_root_from_path(
+    item: bytes, position: int, count: int, path: Sequence[bytes]
+) -> bytes | None:
+    """docs/wire.md § 8.5 "Checking a path": the root ``path`` proves, or ``None``."""
+    if not 0 <= position < count:
+        return None
+    right: list[bool] = []  # from the root down: is the sibling on the right?
+    n, m = count, position
+    while n > 1:
+        k = spec_split(n)
+        if m < k:
+            right.append(True)
+            n = k
+        else:
+            right.append(False)
+            m, n = m - k, n - k
+    if len(path) != len(right) or any(len(p) != 32 for p in path):
+        return None
+    node = spec_leaf(item)
+    for sibling, on_right in zip(path, reversed(right), strict=True):
+        node = spec_hash(b"\x01" + (node + sibling if on_right else sibling + node))
+    return node
+
+
+def spec_chunk_message(
+    chain_id: str, round_id: int, sender: str, index: int, count: int, root: bytes
+) -> bytes:
+    """docs/wire.md § 8.5: ``lp("mixnet/chunk/v1") || lp(utf8(chain_id)) || u64be(round) ||
+    lp(utf8(sender)) || u32be(index) || u32be(count) || root``."""
+    return (
+        prefixed(CHUNK_DOMAIN)
+        + prefixed(chain_id.encode())
+        + struct.pack(">Q", round_id)
+        + prefixed(sender.encode())
+        + struct.pack(">II", index, count)
+        + root
+    )
+
+
+def tree_vector(items: Sequence[bytes]) -> dict[str, Any]:
+    """The Merkle tree of ``items`` (docs/wire.md § 8.5), checked against the code."""
+    leaves = [spec_leaf(item) for item in items]
+    root = spec_tree_root(leaves)
+    assert root == chunk_root(items)
+    assert [leaf_hash(item) for item in items] == leaves
+    paths = [spec_audit_path(m, leaves) for m in range(len(items))]
+    for m, (item, path) in enumerate(zip(items, paths, strict=True)):
+        assert tuple(path) == inclusion_path(items, m)
+        assert spec_root_from_path(item, m, len(items), path) == root
+        assert path_root(item, m, len(items), path) == root
+        # a path proves its item at its position only
+        assert path_root(item + b"\x00", m, len(items), path) != root
+        if len(items) > 1:
+            other = (m + 1) % len(items)
+            assert spec_root_from_path(item, other, len(items), path) != root
+            assert path_root(item, other, len(items), path) != root
+    return {
+        "items": [item.hex() for item in items],
+        "leaf_hashes": [leaf.hex() for leaf in leaves],
+        "root": root.hex(),
+        "paths": [[p.hex() for p in path] for path in paths],
+    }
+
+
+def chunk_vector(
+    mix: Mix, items: Sequence[bytes], *, chain_id: str, round_id: int, index: int, frame: str
+) -> dict[str, Any]:
+    """``mix``'s signed chunk ``index`` holding ``items`` (docs/wire.md § 8.5): the tree, the
+    signed bytes and the signature, checked against :mod:`mixnet.chunk_signature`."""
+    tree = tree_vector(items)
+    root = bytes.fromhex(tree["root"])
+    message = spec_chunk_message(chain_id, round_id, mix.name, index, len(items), root)
+    assert message == chunk_message(
+        chain_id=chain_id, round_id=round_id, sender=mix.name, index=index, count=len(items),
+        root=root,
+    )  # fmt: skip
+    signature = bytes(mix.identity.sign(message).signature)
+    assert signature == sign_chunk(
+        mix.identity, chain_id=chain_id, round_id=round_id, sender=mix.name, index=index,
+        items=items,
+    )  # fmt: skip
+    key = mix.identity.verify_key
+    assert verify_chunk(key, signature, chain_id=chain_id, round_id=round_id, sender=mix.name,
+                        index=index, items=items)  # fmt: skip
+    for wrong in (
+        {"index": index + 1, "items": items},
+        {"index": index, "items": items[:-1]},
+        {"index": index, "items": [*items[1:], items[0]]},
+    ):
+        assert not verify_chunk(key, signature, chain_id=chain_id, round_id=round_id,
+                                sender=mix.name, **wrong)  # type: ignore[arg-type]  # fmt: skip
+    assert not verify_chunk(key, signature, chain_id=chain_id, round_id=round_id + 1,
+                            sender=mix.name, index=index, items=items)  # fmt: skip
+    return {
+        "frame": frame,
+        "chain_id": chain_id,
+        "round": round_id,
+        "sender": mix.name,
+        "identity_public": bytes(key).hex(),
+        "index": index,
+        "count": len(items),
+        **tree,
+        "signed_bytes": message.hex(),
+        "signature": signature.hex(),
+    }
+
+
+def delivery_from(chunk: Mapping[str, Any], position: int) -> Delivery:
+    """The delivery of item ``position`` of a chunk vector (docs/wire.md § 13.3)."""
+    items = [bytes.fromhex(i) for i in chunk["items"]]
+    delivery = delivery_of(
+        items, position, sender=chunk["sender"], index=chunk["index"],
+        signature=bytes.fromhex(chunk["signature"]),
+    )  # fmt: skip
+    assert [p.hex() for p in delivery.path] == chunk["paths"][position]
+    key = VerifyKey(bytes.fromhex(chunk["identity_public"]))
+    assert verify_delivery(delivery, items[position], key, chain_id=chunk["chain_id"],
+                           round_id=chunk["round"])  # fmt: skip
+    return delivery
+
+
+def delivery_vector(chunk: Mapping[str, Any], position: int) -> dict[str, Any]:
+    delivery = delivery_from(chunk, position)
+    return {
+        "sender": delivery.sender,
+        "chunk": delivery.index,
+        "count": delivery.count,
+        "position": delivery.position,
+        "item": chunk["items"][position],
+        "path": [p.hex() for p in delivery.path],
+        "root": chunk["root"],
+        "signed_bytes": chunk["signed_bytes"],
+        "signature": delivery.signature.hex(),
+    }
+
+
+def blame_reason(named: str, accuser: str) -> str:
+    """The abort reason the reference entry mix writes for a judged blame
+    (``mixnet/core/verdict.py``; informational, docs/wire.md § 13.4)."""
+    if named == accuser:
+        return f"mix {named} could not back its accusations"
+    return f"mix {named} sent a provably bad item it had signed and would not trace it"
+
+
+def build_blame(
+    previous: Mapping[str, Any] | None, fresh_proofs: bool, width: int, valid: Any
+) -> dict[str, Any]:
+    """The ``signed_chunks.blame`` vector (docs/wire.md § 13.4): in round ``BLAME_ROUND`` mix2
+    swaps an honest item of its chunk 1 for a hop-2 onion of its own around an invalid
+    payload; mix3 accuses it with mix2's signed delivery; mix2 cannot trace it and blames
+    mix3 with that accusation as evidence; the entry mix judges the evidence and names
+    mix2."""
+    round_id = BLAME_ROUND
+    mixes = [Mix(hop, name, CHAIN_ID, round_id) for hop, name in enumerate(MIXES)]
+    hops = len(mixes)
+    m1, m2, m3 = MIXES
+    honest = [
+        build_layer(
+            f"round{round_id}/{i}", encode_share(fixed_below(f"share/round{round_id}/{i}",
+            MODULUS), MODULUS), mixes[2], round_id=round_id,
+        )
+        for i in range(2)
+    ]  # fmt: skip
+    forged = build_layer("mix2/forged", BAD_PAYLOAD, mixes[2], round_id=round_id)
+    assert not valid(BAD_PAYLOAD) and all(valid(bytes.fromhex(h["plaintext"])) for h in honest)
+    items = [bytes.fromhex(honest[0]["layer"]), bytes.fromhex(forged["layer"]),
+             bytes.fromhex(honest[1]["layer"])]  # fmt: skip
+    assert all(len(i) == onion_length(width, 1) for i in items)
+    position, index, chunks, count, clients = 1, 1, 3, 8, 2
+    chunk = chunk_vector(
+        mixes[1], items, chain_id=CHAIN_ID, round_id=round_id, index=index,
+        frame="batch (mix2 to mix3)",
+    )  # fmt: skip
+    assert len(chunk["paths"][0]) == 2 and len(chunk["paths"][2]) == 1
+
+    stored = None
+    if previous is not None:
+        old = previous.get("signed_chunks", {}).get("blame", {}).get("step")
+        if old is not None and old["item"] == items[position].hex():
+            stored = old
+    step, step_vector = make_step(
+        mixes[2], items[position], stored, fresh_proofs, round_id=round_id
+    )
+    assert step_vector["inner"] == BAD_PAYLOAD.hex()
+    delivery = delivery_from(chunk, position)
+    evidence = Accusation(Failure.INVALID_PAYLOAD, (step,), delivery)
+    keys = {mix.hop: mix.round_public for mix in mixes}
+    identities = {mix.name: bytes(mix.identity.verify_key) for mix in mixes}
+    signing = ChunkSigning(CHAIN_ID, tuple(MIXES), identities)
+
+    def holds(accusation: Accusation) -> bool:
+        try:
+            verify_accusation(accusation, keys, chain_id=CHAIN_ID, round_id=round_id,
+                              mixes=hops, validator=valid)  # fmt: skip
+        except InvalidEvidence:
+            return False
+        return True
+
+    assert holds(evidence)
+    assert delivered_by(evidence, m2, identities[m2], chain_id=CHAIN_ID, round_id=round_id)
+
+    # the same evidence, judged with other deliveries or altered
+    tampered_proof = bytearray(step.proof)
+    tampered_proof[40] ^= 1
+    cases: list[tuple[str, Accusation]] = [
+        ("as sent: it holds and carries mix2's delivery", evidence),
+        ("without the delivery", evidence.delivered(None)),
+        ("the delivery names chunk 0", evidence.delivered(replace(delivery, index=0))),
+        ("the delivery names position 0", evidence.delivered(replace(delivery, position=0))),
+        ("the delivery names sender mix1", evidence.delivered(replace(delivery, sender=m1))),
+        (
+            "the step's proof is altered: the evidence does not hold",
+            Accusation(evidence.failure, (replace(step, proof=bytes(tampered_proof)),), delivery),
+        ),
+    ]
+    judgements: list[dict[str, Any]] = []
+    for name, accusation in cases:
+        accuser, blamer = MIXES[accusation.hop], MIXES[accusation.hop - 1]
+        held = holds(accusation)
+        signed = delivered_by(
+            accusation, blamer, identities[blamer], chain_id=CHAIN_ID, round_id=round_id
+        )
+        named = judge(accusation, held, signing, round_id)
+        assert named == (blamer if held and signed else accuser)
+        judgements.append(
+            {
+                "case": name,
+                "evidence": jsonable(accusation_to_wire(accusation)),
+                "holds": held,
+                "delivered_by_blamer": signed,
+                "named": named,
+                "reason": blame_reason(named, accuser),
+            }
+        )
+    assert [j["named"] for j in judgements] == [m2, m3, m3, m3, m3, m3]
+    reason = judgements[0]["reason"]
+
+    frames = [
+        frame_vector(
+            "batch (mix2 to mix3)", m2, m3, "request",
+            to_wire(Batch(round_id, m2, index, chunks, clients, count, tuple(items),
+                          signature=bytes.fromhex(chunk["signature"]))),
+        ),
+        frame_vector(
+            "accused (mix3 to mix2)", m3, m2, "reply", to_wire(Accused(round_id, (evidence,)))
+        ),
+        frame_vector(
+            "accused (mix2 to mix1)", m2, m1, "reply",
+            to_wire(Accused(round_id, blame=m3, evidence=evidence)),
+        ),
+        frame_vector(
+            "exclude (mix1 to mix2)", m1, m2, "request",
+            to_wire(Exclude(round_id, abort=reason)),
+        ),
+    ]  # fmt: skip
+    return {
+        "chain_id": CHAIN_ID,
+        "round": round_id,
+        "mixes": [mix.describe() for mix in mixes],
+        "chunk_size": BLAME_CHUNK_SIZE,
+        "batch": {"sender": m2, "chunks": chunks, "count": count, "clients": clients},
+        "forged_layer": forged,
+        "chunk": chunk,
+        "position": position,
+        "step": step_vector,
+        "delivery": delivery_vector(chunk, position),
+        "judgements": judgements,
+        "frames": frames,
+    }
+
+
 # --------------------------------------------------------------------------- the vectors
 
 
@@ -1163,8 +1512,28 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
         step_vectors.append(vector)
     assert step_vectors[0]["inner"] == step_vectors[1]["item"]
     assert step_vectors[1]["inner"] == BAD_PAYLOAD.hex()
-    accusation = Accusation(Failure.INVALID_PAYLOAD, tuple(steps))
-    last_only = Accusation(Failure.INVALID_PAYLOAD, (steps[1],))
+    # -- signed chunks (§ 8.5): every mix signs each chunk it sends; mix1, mix2 and mix3 each
+    #    send one chunk, and each accusation carries the delivery of its first item
+    hop1_items = [layer_item(submissions[c], i, 1) for c, i in MIX1_ORDER]
+    hop2_items = [layer_item(submissions[c], i, 2) for c, i in MIX2_ORDER]
+    delivered = [alice_payloads[i] for i in MIX3_ORDER]
+    round_chunks = [
+        chunk_vector(mix, items, chain_id=CHAIN_ID, round_id=ROUND, index=0, frame=frame)
+        for mix, items, frame in (
+            (mixes[0], hop1_items, "batch"),
+            (mixes[1], hop2_items, "batch (mix2 to mix3)"),
+            (mixes[2], delivered, "batch (to the analyzer)"),
+        )
+    ]
+    chunk_signatures = [bytes.fromhex(c["signature"]) for c in round_chunks]
+    at1, at2 = MIX1_ORDER.index(("mallory", 2)), MIX2_ORDER.index(("mallory", 2))
+    assert hop1_items[at1] == steps[0].item and hop2_items[at2] == steps[1].item
+    accusation = Accusation(
+        Failure.INVALID_PAYLOAD, tuple(steps), delivery_from(round_chunks[0], at1)
+    )
+    last_only = Accusation(
+        Failure.INVALID_PAYLOAD, (steps[1],), delivery_from(round_chunks[1], at2)
+    )
     keys = {mix.hop: mix.round_public for mix in mixes}
     verify_accusation(
         accusation, keys, chain_id=CHAIN_ID, round_id=ROUND, mixes=hops, validator=valid
@@ -1210,9 +1579,7 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
 
     # -- frames
     announcements = tuple(mix.announcement for mix in mixes)
-    hop1_items = [layer_item(submissions[c], i, 1) for c, i in MIX1_ORDER]
     mallory_hop1 = [layer_item(mallory, i, 1) for i in range(MESSAGES)]
-    delivered = [alice_payloads[i] for i in MIX3_ORDER]
     result = AnalyzerApp(protocol, clock=lambda: COMPLETED_AT).analyze(
         ROUND, DeliveredBatch(1, MESSAGES, tuple(delivered), 1)
     )
@@ -1266,9 +1633,15 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
         frame_vector("aborted", m2, m1, "reply", to_wire(Aborted(ROUND + 1))),
         frame_vector(
             "batch", m1, m2, "request",
-            to_wire(Batch(ROUND, m1, 0, 1, 2, len(hop1_items), tuple(hop1_items))),
+            to_wire(Batch(ROUND, m1, 0, 1, 2, len(hop1_items), tuple(hop1_items),
+                          signature=chunk_signatures[0])),
         ),
         frame_vector("batch-ack", m2, m1, "reply", to_wire(BatchAck(ROUND, 0))),
+        frame_vector(
+            "batch (mix2 to mix3)", m2, m3, "request",
+            to_wire(Batch(ROUND, m2, 0, 1, 2, len(hop2_items), tuple(hop2_items),
+                          signature=chunk_signatures[1])),
+        ),
         frame_vector("trace", m1, m2, "request", to_wire(Trace(ROUND))),
         frame_vector(
             "accused (mix3 to mix2)", m3, m2, "reply", to_wire(Accused(ROUND, (last_only,)))
@@ -1280,7 +1653,8 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
         frame_vector("excluded", m2, m1, "reply", to_wire(Excluded(ROUND))),
         frame_vector(
             "batch (to the analyzer)", m3, SINK, "request",
-            to_wire(Batch(ROUND, m3, 0, 1, 1, MESSAGES, tuple(delivered), excluded=1)),
+            to_wire(Batch(ROUND, m3, 0, 1, 1, MESSAGES, tuple(delivered), excluded=1,
+                          signature=chunk_signatures[2])),
         ),
         frame_vector(
             "subscribe", "client", SINK, "subscribe", {"type": "subscribe", "round": ROUND}
@@ -1363,6 +1737,28 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
             "steps": step_vectors,
         },
         "proven": proven,
+        "signed_chunks": {
+            "domain": CHUNK_DOMAIN.decode(),
+            "trees": [tree_vector(TREE_ITEMS[:n]) for n in range(len(TREE_ITEMS) + 1)],
+            "chunks": round_chunks,
+            "deliveries": [
+                {
+                    "frame": "accused",
+                    "client": "mallory",
+                    "index": 2,
+                    "hop": 1,
+                    **delivery_vector(round_chunks[0], at1),
+                },
+                {
+                    "frame": "accused (mix3 to mix2)",
+                    "client": "mallory",
+                    "index": 2,
+                    "hop": 2,
+                    **delivery_vector(round_chunks[1], at2),
+                },
+            ],
+            "blame": build_blame(previous, fresh_proofs, width, valid),
+        },
         "admission": {
             "chain_id": CHAIN_ID,
             "round": ROUND,

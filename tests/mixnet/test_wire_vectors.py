@@ -9,9 +9,13 @@ change to any encoding a peer sees therefore breaks these tests; regenerate the 
 deliberately with ``scripts/wire_vectors.py`` (and bump the wire version if peers are
 affected). The ``proven`` section (a chain with ownership proofs, § 9.5, § 9.6) is rebuilt
 from the fixed ephemeral secrets and proof nonces, and :mod:`mixnet.ownership` is run with
-those bytes in place of ``os.urandom`` to check that it makes the same proofs. The share
-encoding and the analyzer's result are checked in
-``tests/cloaknet/test_wire_vectors_cloaknet.py`` (this package runs with cloaknet
+those bytes in place of ``os.urandom`` to check that it makes the same proofs. The
+``signed_chunks`` section (§ 8.5, § 13.3, § 13.4) is rebuilt with ``hashlib`` and PyNaCl alone
+— the Merkle trees (the audit paths checked with RFC 9162's algorithm as well), the signed
+bytes, Ed25519 signatures and deliveries — and checked against :mod:`mixnet.chunk_signature`,
+:mod:`mixnet.accusation_wire`, :mod:`mixnet.frames` and the judge of a blame
+(:func:`mixnet.core.deliveries.judge`). The share encoding and the analyzer's result are
+checked in ``tests/cloaknet/test_wire_vectors_cloaknet.py`` (this package runs with cloaknet
 unimportable).
 """
 
@@ -29,11 +33,12 @@ from typing import Any
 import msgpack
 import pytest
 from nacl import bindings
-from nacl.exceptions import CryptoError
+from nacl.exceptions import BadSignatureError, CryptoError
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey, VerifyKey
 
 from mixnet import ownership as ownership_module
+from mixnet.accusation_wire import accusation_to_wire, parse_accusations
 from mixnet.admission import (
     credential_client_id,
     issue_token,
@@ -49,6 +54,7 @@ from mixnet.blame import (
     InvalidEvidence,
     Step,
     accept_all,
+    delivered_by,
     failure_of,
     open_layer,
     owned,
@@ -56,6 +62,20 @@ from mixnet.blame import (
     step_context,
     verify_accusation,
 )
+from mixnet.chunk_signature import (
+    MAX_PATH,
+    SIGNATURE_LENGTH,
+    Delivery,
+    chunk_message,
+    chunk_root,
+    inclusion_path,
+    leaf_hash,
+    path_root,
+    sign_chunk,
+    verify_chunk,
+    verify_delivery,
+)
+from mixnet.core.deliveries import ChunkSigning, judge
 from mixnet.core.intake import item_digest, submission_digest
 from mixnet.dleq import InvalidProof, verify_shared_secret
 from mixnet.errors import (
@@ -64,10 +84,12 @@ from mixnet.errors import (
     BadSignature,
     DecryptionFailed,
     DuplicateClient,
+    MalformedFrame,
     MixnetError,
     UnsupportedVersion,
 )
 from mixnet.frames import (
+    Batch,
     FrameLimits,
     parse_authenticate,
     parse_reply,
@@ -1283,8 +1305,22 @@ def test_the_frames_tell_one_round() -> None:
     assert sorted(frame("batch")["payloads"]) == sorted(
         h(i) for vector in SUBMISSIONS for i in vector["items"]
     )
+    assert sorted(frame("batch (mix2 to mix3)")["payloads"]) == sorted(
+        hop_item(vector["client"], i, 2) for vector in SUBMISSIONS for i in range(MESSAGES)
+    )
     alice = {h(p) for p in submission("alice")["payloads"]}
     assert set(frame("batch (to the analyzer)")["payloads"]) == alice
+    # every mix signs every chunk it sends (§ 6.3, § 8.5), the last mix's to the sink too
+    senders = [frame(name)["sender"] for name in ("batch", "batch (mix2 to mix3)",
+                                                  "batch (to the analyzer)")]  # fmt: skip
+    assert senders == [m["name"] for m in MIXES]
+    for name in ("batch", "batch (mix2 to mix3)", "batch (to the analyzer)"):
+        assert len(frame(name)["signature"]) == 64
+    # each accusation carries the delivery of its first item by the accuser's predecessor
+    for name, hop in (("accused (mix3 to mix2)", 2), ("accused", 1)):
+        (accusation,) = frame(name)["accusations"]
+        assert accusation["steps"][0]["hop"] == hop
+        assert accusation["delivery"]["sender"] == MIXES[hop - 1]["name"]
 
 
 def test_every_frame_type_has_a_vector() -> None:
@@ -1302,3 +1338,430 @@ def test_error_codes_of_version_2() -> None:
     assert ERRORS_BY_CODE["decryption-failed"] is DecryptionFailed
     assert "binding-mismatch" not in ERRORS_BY_CODE
     assert issubclass(DecryptionFailed, MixnetError)
+
+
+# --------------------------------------------------------------------------- signed chunks
+
+SIGNED: dict[str, Any] = VECTORS["signed_chunks"]
+BLAME: dict[str, Any] = SIGNED["blame"]
+B_ROUND: int = BLAME["round"]
+IDENTITY_SEEDS = {m["name"]: h(m["identity_seed"]) for m in MIXES}
+IDENTITIES = {m["name"]: h(m["identity_public"]) for m in MIXES}
+
+
+def spec_h(data: bytes) -> bytes:
+    """§ 8.5: ``H`` is BLAKE2b-256, no key, no personalisation."""
+    return hashlib.blake2b(data, digest_size=32).digest()
+
+
+def spec_split(n: int) -> int:
+    """§ 8.5: the largest power of two strictly below ``n`` (``n ≥ 2``)."""
+    return 1 << ((n - 1).bit_length() - 1)
+
+
+def spec_mth(items: list[bytes]) -> bytes:
+    """§ 8.5 ``MTH``, restated from RFC 6962 § 2.1 with BLAKE2b-256."""
+    if not items:
+        return spec_h(b"")
+    if len(items) == 1:
+        return spec_h(b"\x00" + items[0])
+    k = spec_split(len(items))
+    return spec_h(b"\x01" + spec_mth(items[:k]) + spec_mth(items[k:]))
+
+
+def spec_path(m: int, items: list[bytes]) -> list[bytes]:
+    """§ 8.5 ``PATH(m, D[0:n])``, restated from RFC 6962 § 2.1.1."""
+    if len(items) <= 1:
+        return []
+    k = spec_split(len(items))
+    if m < k:
+        return [*spec_path(m, items[:k]), spec_mth(items[k:])]
+    return [*spec_path(m - k, items[k:]), spec_mth(items[:k])]
+
+
+def spec_path_root(item: bytes, m: int, n: int, path: list[bytes]) -> bytes | None:
+    """§ 8.5 "Checking a path", restated as RFC 9162 § 2.1.3.2 writes it (bit by bit, from
+    the leaf up), a different algorithm from the recursive one above."""
+    if not 0 <= m < n or any(len(p) != 32 for p in path):
+        return None
+    fn, sn = m, n - 1
+    r = spec_h(b"\x00" + item)
+    for p in path:
+        if sn == 0:
+            return None
+        if fn & 1 or fn == sn:
+            r = spec_h(b"\x01" + p + r)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            r = spec_h(b"\x01" + r + p)
+        fn >>= 1
+        sn >>= 1
+    return r if sn == 0 else None
+
+
+def spec_chunk_message(chain_id: str, round_id: int, sender: str, index: int, count: int,
+                       root: bytes) -> bytes:  # fmt: skip
+    """§ 8.5: the bytes a chunk signature covers."""
+    return (
+        prefixed(b"mixnet/chunk/v1")
+        + prefixed(chain_id.encode("utf-8"))
+        + struct.pack(">Q", round_id)
+        + prefixed(sender.encode("utf-8"))
+        + struct.pack(">II", index, count)
+        + root
+    )
+
+
+def spec_delivered(delivery: dict[str, Any], item: bytes, sender: str, chain_id: str,
+                   round_id: int) -> bool:  # fmt: skip
+    """§ 13.4: whether a delivery map proves that ``sender`` signed a chunk holding ``item``
+    (PyNaCl's Ed25519 only)."""
+    if delivery["sender"] != sender:
+        return False
+    root = spec_path_root(item, delivery["position"], delivery["count"], list(delivery["path"]))
+    if root is None:
+        return False
+    message = spec_chunk_message(chain_id, round_id, sender, delivery["chunk"],
+                                 delivery["count"], root)  # fmt: skip
+    try:
+        VerifyKey(IDENTITIES[sender]).verify(message, delivery["signature"])
+    except BadSignatureError:
+        return False
+    return True
+
+
+def test_chunk_signature_domain() -> None:
+    assert SIGNED["domain"] == "mixnet/chunk/v1"
+    assert SIGNATURE_LENGTH == 64 and MAX_PATH == 32
+
+
+@pytest.mark.parametrize(
+    "tree", SIGNED["trees"], ids=[f"n{len(t['items'])}" for t in SIGNED["trees"]]
+)
+def test_merkle_tree(tree: dict[str, Any]) -> None:
+    items = [h(i) for i in tree["items"]]
+    n = len(items)
+    assert [spec_h(b"\x00" + i).hex() for i in items] == tree["leaf_hashes"]
+    assert [leaf_hash(i).hex() for i in items] == tree["leaf_hashes"]
+    assert spec_mth(items).hex() == tree["root"] == chunk_root(items).hex()
+    if n == 0:
+        assert tree["root"] == hashlib.blake2b(b"", digest_size=32).hexdigest()
+    if n == 1:
+        assert tree["root"] == tree["leaf_hashes"][0]
+    assert len(tree["paths"]) == n
+    root = h(tree["root"])
+    for m, (item, hexpath) in enumerate(zip(items, tree["paths"], strict=True)):
+        path = [h(p) for p in hexpath]
+        assert spec_path(m, items) == path
+        assert list(inclusion_path(items, m)) == path
+        assert spec_path_root(item, m, n, path) == root
+        assert path_root(item, m, n, path) == root
+        # the path proves this item at this position of a chunk of n items only
+        assert path_root(item + b"\x00", m, n, path) != root
+        for other_m, other_n in ((m + 1, n), (m, n + 1), (m, 2 * n)):
+            if 0 <= other_m < other_n:
+                proved = path_root(item, other_m, other_n, path)
+                assert proved in (None, spec_path_root(item, other_m, other_n, path))
+                if other_n == n:
+                    assert proved != root
+        assert path_root(item, m, n, [*path, bytes(32)]) is None
+        assert path_root(item, n, n, path) is None
+    with pytest.raises(IndexError):
+        inclusion_path(items, n)
+
+
+CHUNKS: list[dict[str, Any]] = [*SIGNED["chunks"], BLAME["chunk"]]
+CHUNK_IDS = [f"{c['sender']}-r{c['round']}-c{c['index']}" for c in CHUNKS]
+
+
+@pytest.mark.parametrize("chunk", CHUNKS, ids=CHUNK_IDS)
+def test_signed_chunk(chunk: dict[str, Any]) -> None:
+    items = [h(i) for i in chunk["items"]]
+    assert chunk["count"] == len(items) and chunk["chain_id"] == CHAIN_ID
+    assert chunk["identity_public"] == IDENTITIES[chunk["sender"]].hex()
+    root = spec_mth(items)
+    assert root.hex() == chunk["root"]
+    assert [[p.hex() for p in spec_path(m, items)] for m in range(len(items))] == chunk["paths"]
+    sender, index, round_id = chunk["sender"], chunk["index"], chunk["round"]
+    message = spec_chunk_message(CHAIN_ID, round_id, sender, index, len(items), root)
+    assert message.hex() == chunk["signed_bytes"]
+    assert message[:19] == b"\x00\x00\x00\x0fmixnet/chunk/v1"
+    assert len(message) == 4 + 15 + 4 + len(CHAIN_ID) + 8 + 4 + len(sender) + 4 + 4 + 32
+    key = SigningKey(IDENTITY_SEEDS[sender])
+    signature = key.sign(message).signature  # Ed25519 is deterministic
+    assert signature.hex() == chunk["signature"]
+    VerifyKey(IDENTITIES[sender]).verify(message, signature)
+    # the code signs and checks the same bytes
+    assert chunk_message(chain_id=CHAIN_ID, round_id=round_id, sender=sender, index=index,
+                         count=len(items), root=root) == message  # fmt: skip
+    assert sign_chunk(key, chain_id=CHAIN_ID, round_id=round_id, sender=sender, index=index,
+                      items=items) == signature  # fmt: skip
+    verify = key.verify_key
+    assert verify_chunk(verify, signature, chain_id=CHAIN_ID, round_id=round_id, sender=sender,
+                        index=index, items=items)  # fmt: skip
+    for wrong in (
+        {"round_id": round_id + 1, "index": index, "items": items},
+        {"round_id": round_id, "index": index + 1, "items": items},
+        {"round_id": round_id, "index": index, "items": items[::-1]},
+        {"round_id": round_id, "index": index, "items": items[:-1]},
+    ):
+        assert not verify_chunk(verify, signature, chain_id=CHAIN_ID, sender=sender, **wrong)
+    assert not verify_chunk(verify, signature, chain_id=CHAIN_ID + "2", round_id=round_id,
+                            sender=sender, index=index, items=items)  # fmt: skip
+    # the batch frame that carries the chunk
+    frames = VECTORS["frames"] if round_id == ROUND else BLAME["frames"]
+    (vector,) = [f for f in frames if f["name"] == chunk["frame"]]
+    fields = from_json(vector["fields"])
+    assert fields["type"] == "batch" and vector["from"] == sender
+    assert (fields["round"], fields["sender"], fields["chunk"]) == (round_id, sender, index)
+    assert fields["payloads"] == items and fields["signature"] == signature
+    parsed = parse_request("batch", decode_frame(h(vector["msgpack"]), max_size=1 << 20),
+                           limits_for(vector["to"]))  # fmt: skip
+    assert isinstance(parsed, Batch) and parsed.signature == signature
+
+
+def signing_of(names: list[str]) -> ChunkSigning:
+    return ChunkSigning(CHAIN_ID, tuple(names), {n: IDENTITIES[n] for n in names})
+
+
+@pytest.mark.parametrize("chunk", CHUNKS, ids=CHUNK_IDS)
+def test_a_mix_refuses_a_chunk_that_is_not_signed_by_its_sender(chunk: dict[str, Any]) -> None:
+    """§ 6.3: a mix refuses an unsigned or badly signed chunk with ``bad-signature``."""
+    signing = signing_of([m["name"] for m in MIXES])
+    items = [h(i) for i in chunk["items"]]
+    sender, index, round_id = chunk["sender"], chunk["index"], chunk["round"]
+    signature = h(chunk["signature"])
+    signing.check(round_id, sender, index, items, signature)
+    other = next(n for n in IDENTITIES if n != sender)
+    tampered = bytes([signature[0] ^ 1]) + signature[1:]
+    for args in (
+        (round_id, sender, index, items, None),  # unsigned
+        (round_id, sender, index, items, tampered),
+        (round_id, sender, index + 1, items, signature),  # another chunk index
+        (round_id + 1, sender, index, items, signature),  # another round
+        (round_id, sender, index, [*items[1:], items[0]], signature),  # reordered
+        (round_id, sender, index, items[:-1], signature),  # an item left out
+        (round_id, other, index, items, signature),  # signed by another mix
+    ):
+        with pytest.raises(BadSignature) as caught:
+            signing.check(*args)
+        assert caught.value.code == "bad-signature"
+        assert ERRORS_BY_CODE["bad-signature"] is BadSignature
+
+
+def accusation_map(frames: list[dict[str, Any]], name: str, index: int = 0) -> dict[str, Any]:
+    (vector,) = [f for f in frames if f["name"] == name]
+    fields = from_json(vector["fields"])
+    accusation: dict[str, Any] = fields["accusations"][index]
+    return accusation
+
+
+@pytest.mark.parametrize(
+    "vector", SIGNED["deliveries"], ids=[d["frame"] for d in SIGNED["deliveries"]]
+)
+def test_delivery_in_an_accusation(vector: dict[str, Any]) -> None:
+    """§ 13.3: an accusation carries the predecessor's delivery of its first item."""
+    wire = accusation_map(VECTORS["frames"], vector["frame"])
+    delivery = wire["delivery"]
+    assert list(delivery) == ["sender", "chunk", "count", "position", "path", "signature"]
+    item = h(vector["item"])
+    assert wire["steps"][0]["item"] == item
+    assert item == hop_item(vector["client"], vector["index"], vector["hop"])
+    assert wire["steps"][0]["hop"] == vector["hop"]
+    assert delivery["sender"] == MIXES[vector["hop"] - 1]["name"] == vector["sender"]
+    assert (delivery["chunk"], delivery["count"], delivery["position"]) == (
+        vector["chunk"], vector["count"], vector["position"]
+    )  # fmt: skip
+    assert delivery["path"] == [h(p) for p in vector["path"]]
+    assert delivery["signature"] == h(vector["signature"])
+    (chunk,) = [c for c in SIGNED["chunks"] if c["sender"] == delivery["sender"]]
+    assert chunk["items"][delivery["position"]] == vector["item"]
+    assert chunk["signature"] == vector["signature"]
+    root = spec_path_root(item, delivery["position"], delivery["count"], delivery["path"])
+    assert root is not None and root.hex() == vector["root"] == chunk["root"]
+    message = spec_chunk_message(CHAIN_ID, ROUND, delivery["sender"], delivery["chunk"],
+                                 delivery["count"], root)  # fmt: skip
+    assert message.hex() == vector["signed_bytes"]
+    assert spec_delivered(delivery, item, vector["sender"], CHAIN_ID, ROUND)
+    assert not spec_delivered(delivery, item, vector["sender"], CHAIN_ID, ROUND + 1)
+    # the code reads the same delivery and checks it the same way
+    (accusation,) = parse_accusations([wire], max_count=1, max_steps=HOPS,
+                                      max_item_length=CHAIN["item_lengths"][1])  # fmt: skip
+    assert accusation.delivery == Delivery(
+        delivery["sender"], delivery["chunk"], delivery["count"], delivery["position"],
+        tuple(delivery["path"]), delivery["signature"],
+    )  # fmt: skip
+    assert accusation_to_wire(accusation) == wire
+    key = VerifyKey(IDENTITIES[vector["sender"]])
+    assert verify_delivery(accusation.delivery, item, key, chain_id=CHAIN_ID, round_id=ROUND)
+    assert delivered_by(accusation, vector["sender"], IDENTITIES[vector["sender"]],
+                        chain_id=CHAIN_ID, round_id=ROUND)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"position": 8}, MixnetError),  # not below count
+        ({"count": 0, "position": 0}, MixnetError),
+        ({"path": [bytes(31)] * 3}, BadLength),
+        ({"path": [bytes(32)] * 33}, MixnetError),
+        ({"signature": bytes(63)}, BadLength),
+        ({"chunk": -1}, MixnetError),
+        ({"sender": b"mix1"}, MalformedFrame),
+    ],
+    ids=["position", "count", "path-entry", "path-long", "signature", "chunk", "sender-bin"],
+)
+def test_a_malformed_delivery_is_refused(change: dict[str, Any], error: type[Exception]) -> None:
+    (vector,) = [f for f in VECTORS["frames"] if f["name"] == "accused"]
+    fields = from_json(vector["fields"])
+    fields["accusations"][0]["delivery"].update(change)
+    decoded = decode_frame(encode_frame(fields), max_size=1 << 20)
+    with pytest.raises(error):
+        parse_reply(decoded, limits_for("mix1"))
+
+
+# ------------------------------------------------------------------ the blame (round 9)
+
+
+def b_mix(hop: int) -> dict[str, Any]:
+    mix: dict[str, Any] = BLAME["mixes"][hop]
+    assert mix["hop"] == hop and mix["name"] == MIXES[hop]["name"]
+    assert mix["identity_public"] == MIXES[hop]["identity_public"]  # identities do not change
+    return mix
+
+
+def b_keys() -> dict[int, bytes]:
+    return {hop: h(b_mix(hop)["round_public"]) for hop in range(HOPS)}
+
+
+def test_blame_forged_item_and_step() -> None:
+    """mix2 put a layer for mix3 around an invalid payload into chunk 1 of its batch; mix3's
+    step about it reveals ``S`` and the layer opens to that payload."""
+    forged = BLAME["forged_layer"]
+    chunk = BLAME["chunk"]
+    position = BLAME["position"]
+    item = h(chunk["items"][position])
+    assert forged["layer"] == chunk["items"][position] and forged["hop"] == 2
+    assert chunk["sender"] == "mix2" and chunk["round"] == B_ROUND
+    mix3 = b_mix(2)
+    assert bindings.crypto_scalarmult_base(h(mix3["round_secret"])).hex() == mix3["round_public"]
+    payload = spec_open(item, h(mix3["round_secret"]), CHAIN_ID, B_ROUND, 2)
+    assert payload.hex() == forged["plaintext"] == BLAME["step"]["inner"]
+    assert not trace_validator(payload)
+    step = BLAME["step"]
+    assert step["item"] == item.hex() and step["hop"] == 2
+    context = (
+        prefixed(b"mixnet/blame-step/v1")
+        + prefixed(CHAIN_ID.encode("utf-8"))
+        + struct.pack(">QH", B_ROUND, 2)
+        + hashlib.blake2b(item, digest_size=32).digest()
+    )
+    assert context.hex() == step["context"]
+    secret = bindings.crypto_scalarmult(h(mix3["round_secret"]), item[:32])
+    assert secret.hex() == step["shared_secret"]
+    verify_shared_secret(h(mix3["round_public"]), item[:32], secret, h(step["proof"]),
+                         context=context)  # fmt: skip
+    # the other items of the chunk are honest layers for mix3
+    for other, text in enumerate(chunk["items"]):
+        if other != position:
+            inner = spec_open(h(text), h(mix3["round_secret"]), CHAIN_ID, B_ROUND, 2)
+            assert trace_validator(inner)
+
+
+def test_blame_delivery() -> None:
+    chunk, delivery = BLAME["chunk"], BLAME["delivery"]
+    position = BLAME["position"]
+    assert (delivery["sender"], delivery["chunk"], delivery["count"], delivery["position"]) == (
+        chunk["sender"], chunk["index"], chunk["count"], position
+    )  # fmt: skip
+    assert delivery["path"] == chunk["paths"][position]
+    wire = {**delivery, "path": [h(p) for p in delivery["path"]],
+            "signature": h(delivery["signature"])}  # fmt: skip
+    assert spec_delivered(wire, h(delivery["item"]), "mix2", CHAIN_ID, B_ROUND)
+
+
+def b_frames() -> dict[str, dict[str, Any]]:
+    return {f["name"]: dict(from_json(f["fields"])) for f in BLAME["frames"]}
+
+
+@pytest.mark.parametrize("vector", BLAME["frames"], ids=[f["name"] for f in BLAME["frames"]])
+def test_blame_frame_bytes(vector: dict[str, Any]) -> None:
+    fields = from_json(vector["fields"])
+    data = h(vector["msgpack"])
+    assert encode_frame(fields) == data
+    decoded = decode_frame(data, max_size=len(data))
+    assert decoded == {**fields, "v": WIRE_VERSION}
+    limits = limits_for(vector["to"])
+    if vector["parse"] == "request":
+        assert to_wire(parse_request(fields["type"], decoded, limits)) == fields
+    else:
+        assert vector["parse"] == "reply"
+        assert to_wire(parse_reply(decoded, limits)) == fields
+
+
+def test_blame_frames_tell_the_story() -> None:
+    """§ 13.4: mix3 accuses the forged item with mix2's delivery; mix2 cannot trace it and
+    answers ``blame`` with that accusation as ``evidence``; the entry mix judges it, names
+    mix2 and aborts the round."""
+    frames = b_frames()
+    batch = frames["batch (mix2 to mix3)"]
+    shape = BLAME["batch"]
+    assert (batch["chunks"], batch["count"], batch["clients"]) == (
+        shape["chunks"], shape["count"], shape["clients"]
+    )  # fmt: skip
+    assert len(batch["payloads"]) <= BLAME["chunk_size"] < batch["count"]
+    (accusation,) = frames["accused (mix3 to mix2)"]["accusations"]
+    assert accusation["failure"] == "invalid-payload"
+    assert accusation["delivery"] == {
+        **{k: BLAME["delivery"][k] for k in ("sender", "chunk", "count", "position")},
+        "path": [h(p) for p in BLAME["delivery"]["path"]],
+        "signature": h(BLAME["delivery"]["signature"]),
+    }
+    blame = frames["accused (mix2 to mix1)"]
+    assert blame == {"type": "accused", "round": B_ROUND, "accusations": [], "untraced": 0,
+                     "blame": "mix3", "evidence": accusation}  # fmt: skip
+    exclude = frames["exclude (mix1 to mix2)"]
+    assert (exclude["items"], exclude["excluded"]) == ([], 0)
+    assert exclude["abort"] == BLAME["judgements"][0]["reason"]
+    assert (
+        exclude["abort"] == "mix mix2 sent a provably bad item it had signed and would not trace it"
+    )
+
+
+@pytest.mark.parametrize("case", BLAME["judgements"], ids=[j["case"] for j in BLAME["judgements"]])
+def test_blame_judgement(case: dict[str, Any]) -> None:
+    """§ 13.4: the blamer (the accuser's predecessor) is named iff the evidence holds and
+    carries the blamer's own signed delivery of the accused item; else the accuser."""
+    wire = from_json(case["evidence"])
+    (evidence,) = parse_accusations([wire], max_count=1, max_steps=HOPS,
+                                    max_item_length=CHAIN["item_lengths"][1])  # fmt: skip
+    assert accusation_to_wire(evidence) == wire
+    keys = b_keys()
+    try:
+        verify_accusation(evidence, keys, chain_id=CHAIN_ID, round_id=B_ROUND, mixes=HOPS,
+                          validator=trace_validator)  # fmt: skip
+    except InvalidEvidence:
+        holds = False
+    else:
+        holds = True
+    assert holds == case["holds"]
+    hop = wire["steps"][0]["hop"]
+    accuser, blamer = MIXES[hop]["name"], MIXES[hop - 1]["name"]
+    item = wire["steps"][0]["item"]
+    signed = "delivery" in wire and spec_delivered(wire["delivery"], item, blamer, CHAIN_ID,
+                                                   B_ROUND)  # fmt: skip
+    assert signed == case["delivered_by_blamer"]
+    assert delivered_by(evidence, blamer, IDENTITIES[blamer], chain_id=CHAIN_ID,
+                        round_id=B_ROUND) == signed  # fmt: skip
+    named = blamer if holds and signed else accuser
+    assert named == case["named"]
+    assert judge(evidence, holds, signing_of([m["name"] for m in MIXES]), B_ROUND) == named
+    if named == accuser:
+        assert case["reason"] == f"mix {named} could not back its accusations"
+    else:
+        assert case["reason"] == (
+            f"mix {named} sent a provably bad item it had signed and would not trace it"
+        )
