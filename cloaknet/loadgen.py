@@ -1,27 +1,36 @@
 """A load generator that can drive one hop of a chain at its own limit.
 
 The client library (:class:`cloaknet.client.ChainClient`) encodes and wraps each user's
-onions in a thread pool of one Python process, so a simulation of many users is limited
+submission in a thread pool of one Python process, so a simulation of many users is limited
 by that process long before the entry mix is. This module splits the client's work in two:
 
 * **wrapping** — :func:`wrap_values` encodes users' values with the chain protocol's local
   randomizer (:meth:`~cloaknet.protocols.base.SummationProtocol.encode_many`, OS CSPRNG) and
-  wraps every payload in one onion layer per mix (:func:`mixnet.onion.wrap`). A
+  makes each user's submission box (onion format version 2,
+  :func:`mixnet.onion.wrap_submission`, exactly what
+  :meth:`mixnet.client.MixnetClient.wrap` makes): every payload wrapped for the mixes after
+  the first, and the ``m`` inner onions sealed together in one layer for the entry mix. A
   :class:`LoadGenerator` runs it in a :class:`~concurrent.futures.ProcessPoolExecutor`
   with one worker per core; each worker receives the round's verified public keys and the
   protocol once, through the pool's initializer (:class:`RoundSpec`).
-* **sending** — :meth:`LoadGenerator.send` submits the pre-wrapped submissions over several
-  websocket connections to the entry mix, one ``submit {round, client, onions}`` frame per
+* **sending** — :meth:`LoadGenerator.send` submits the pre-wrapped boxes over several
+  websocket connections to the entry mix, one ``submit {round, client, box}`` frame per
   user, through :class:`mixnet.link.Link`: a connection failure resends the *identical*
   frame bytes, which the entry mix acknowledges without counting twice (exact-retry
-  semantics, as :meth:`mixnet.client.MixnetClient.submit`).
+  semantics), and an ``internal-error`` (the entry mix could not store the submission) is
+  answered by resending the identical frame after a backoff, for up to ``retry_for``
+  seconds — the error policy of :meth:`mixnet.client.MixnetClient.submit`, except that a
+  pre-wrapped box is never re-made for another round.
 
 The open round is found and its announcements verified exactly as the client library does
-it (:meth:`mixnet.client.MixnetClient.current_round`). Onions are bound to their round: a
+it (:meth:`mixnet.client.MixnetClient.current_round`). Boxes are bound to their round: a
 submission the entry mix refuses because the round closed (``round-closed``,
 ``unknown-round``) cannot be resent into the next round and raises :class:`RoundMissed`.
+Each submission's digest — what the entry mix stores and a
+:class:`~mixnet.client.Receipt` carries — is
+:func:`mixnet.core.submission_digest` of its box (:meth:`WrappedChunk.digest`).
 
-Every random bit — the encoding's and the sealed boxes' ephemeral keys — comes from the OS
+Every random bit — the encoding's and the layers' ephemeral keys — comes from the OS
 CSPRNG in the worker (:data:`~cloaknet.randomness.SYSTEM_RANDOM`, ``secrets``, libsodium);
 client ids are ``secrets.token_hex(16)``. Chains with ``[admission]`` are not supported
 (every submission would need its own admitted client key).
@@ -61,10 +70,11 @@ from cloaknet.encoding import check_input, encode_share
 from cloaknet.protocols import SummationProtocol
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 from mixnet.client import MixnetClient, RoundInfo
-from mixnet.errors import MalformedFrame, MixnetError, RoundClosed, UnknownRound
-from mixnet.frames import MAX_CLIENT_ID_LENGTH
+from mixnet.core import submission_digest
+from mixnet.errors import InternalError, MalformedFrame, MixnetError, RoundClosed, UnknownRound
+from mixnet.frames import MAX_CLIENT_ID_LENGTH, Submit, to_wire
 from mixnet.link import Backoff, Link
-from mixnet.onion import PUBLIC_KEY_LENGTH, onion_length, wrap
+from mixnet.onion import PUBLIC_KEY_LENGTH, onion_length, submission_length, wrap_submission
 from mixnet.wire import get_int, get_str
 
 __all__ = [
@@ -90,13 +100,13 @@ MAX_REPLY = 1 << 16
 
 _DEFAULT_BACKOFF = Backoff()
 
-#: One user's submission as it is sent: the client id and its onions.
-_User = tuple[str, list[bytes]]
+#: One user's submission as it is sent: the client id and its box.
+_User = tuple[str, bytes]
 
 
 class RoundMissed(MixnetError):
     """The entry mix refused a pre-wrapped submission because its round is closed or
-    unknown; the onions are bound to that round and cannot be sent into another."""
+    unknown; the box is bound to that round and cannot be sent into another."""
 
     code = "round-missed"
 
@@ -134,7 +144,7 @@ class RoundSpec:
 
     @property
     def messages(self) -> int:
-        """m, the payloads (onions) per user."""
+        """m, the payloads (inner onions) per user."""
         return self.protocol.message_count
 
     @property
@@ -143,49 +153,60 @@ class RoundSpec:
         return self.protocol.bytes_per_message
 
     @property
-    def onion_length(self) -> int:
-        """Bytes of one onion as the entry mix receives it."""
-        return onion_length(self.payload_length, len(self.public_keys))
+    def inner_length(self) -> int:
+        """Bytes of one inner onion (layers for the mixes after the first) as the entry mix
+        takes it out of a box: the item length of hop 1."""
+        return onion_length(self.payload_length, len(self.public_keys) - 1)
+
+    @property
+    def box_length(self) -> int:
+        """Bytes of one user's submission box as the entry mix receives it
+        (:func:`mixnet.onion.submission_length`)."""
+        return submission_length(self.payload_length, len(self.public_keys), self.messages)
 
 
 @dataclass(frozen=True)
 class WrappedChunk:
     """The submissions of consecutive users, wrapped for one round.
 
-    ``clients`` are their client ids (one per user); ``onions`` holds every onion of every
-    user back to back — user ``i``'s ``messages`` onions of ``onion_length`` bytes each
-    start at byte ``i · messages · onion_length``. ``start`` is the index of the first
-    user among the values given to the generator. ``cpu_seconds`` is the CPU time the
-    worker spent on this chunk; ``worker`` identifies the worker (its process id, or its
-    thread id for a thread) and ``worker_cpu_total`` is the worker's CPU time since it
-    started, read when the chunk was done.
+    ``clients`` are their client ids (one per user); ``boxes`` holds every user's
+    submission box back to back — user ``i``'s box of ``box_length`` bytes starts at byte
+    ``i · box_length``. ``start`` is the index of the first user among the values given to
+    the generator. ``cpu_seconds`` is the CPU time the worker spent on this chunk;
+    ``worker`` identifies the worker (its process id, or its thread id for a thread) and
+    ``worker_cpu_total`` is the worker's CPU time since it started, read when the chunk was
+    done.
+
+    :raises ValueError: ``boxes`` does not hold one box of ``box_length`` bytes per client.
     """
 
     start: int
     clients: tuple[str, ...]
-    messages: int
-    onion_length: int
-    onions: bytes
+    box_length: int
+    boxes: bytes
     cpu_seconds: float = 0.0
     worker: int = 0
     worker_cpu_total: float = 0.0
 
     def __post_init__(self) -> None:
-        if len(self.onions) != len(self.clients) * self.messages * self.onion_length:
-            raise ValueError("onions do not hold messages onions per client")
+        if self.box_length < 1 or len(self.boxes) != len(self.clients) * self.box_length:
+            raise ValueError("boxes do not hold one box of box_length bytes per client")
 
     def __len__(self) -> int:
         return len(self.clients)
 
-    def submission(self, index: int) -> list[bytes]:
-        """The ``messages`` onions of the chunk's ``index``-th user (0-based)."""
+    def submission(self, index: int) -> bytes:
+        """The submission box of the chunk's ``index``-th user (0-based)."""
         if not 0 <= index < len(self.clients):
             raise IndexError(f"user {index} is not in this chunk of {len(self.clients)}")
-        size = self.onion_length
-        base = index * self.messages * size
-        return [
-            self.onions[base + j * size : base + (j + 1) * size] for j in range(self.messages)
-        ]
+        base = index * self.box_length
+        return self.boxes[base : base + self.box_length]
+
+    def digest(self, index: int) -> bytes:
+        """The digest of the ``index``-th user's submission as the entry mix records it
+        (:func:`mixnet.core.submission_digest` of the box; a
+        :class:`~mixnet.client.Receipt`'s ``digest``)."""
+        return submission_digest(self.submission(index))
 
 
 @dataclass(frozen=True)
@@ -271,8 +292,9 @@ def wrap_values(
     Each value (a float in [0, 1]) becomes the protocol's ``m`` messages
     (:meth:`~cloaknet.protocols.base.SummationProtocol.encode_many` on the binary64
     values, with ``rng``), each message a fixed-width payload
-    (:func:`cloaknet.encoding.encode_share`) wrapped in one layer per mix
-    (:func:`mixnet.onion.wrap`: libsodium sealed boxes, ephemeral keys from the OS CSPRNG).
+    (:func:`cloaknet.encoding.encode_share`); the ``m`` payloads make one submission box
+    (:func:`mixnet.onion.wrap_submission`: one layer per later mix around each payload,
+    one layer for the entry mix around them all; ephemeral keys from the OS CSPRNG).
     Client ids are ``secrets.token_hex(16)``. ``rng`` is the OS CSPRNG unless a test
     injects another; only the encoding uses it.
 
@@ -281,18 +303,17 @@ def wrap_values(
     """
     xs = np.array([float(check_input(v)) for v in values], dtype=np.float64)
     modulus = spec.protocol.message_modulus
-    messages = spec.messages
     parts: list[bytes] = []
     clients: list[str] = []
     if len(xs):
-        encoded = np.asarray(spec.protocol.encode_many(xs, rng)).reshape(len(xs), messages)
-        keys = list(spec.public_keys)
+        encoded = np.asarray(spec.protocol.encode_many(xs, rng)).reshape(len(xs), spec.messages)
+        keys = spec.public_keys
+        chain_id, round_id = spec.chain_id, spec.round_id
         for row in encoded.tolist():
             clients.append(secrets.token_hex(16))
-            for value in row:
-                payload = encode_share(int(value), modulus)
-                parts.append(wrap(payload, keys, chain_id=spec.chain_id, round_id=spec.round_id))
-    return WrappedChunk(start, tuple(clients), messages, spec.onion_length, b"".join(parts))
+            payloads = [encode_share(int(value), modulus) for value in row]
+            parts.append(wrap_submission(payloads, keys, chain_id=chain_id, round_id=round_id))
+    return WrappedChunk(start, tuple(clients), spec.box_length, b"".join(parts))
 
 
 # --------------------------------------------------------------------------- workers
@@ -331,9 +352,8 @@ def _timed_wrap(
     return WrappedChunk(
         chunk.start,
         chunk.clients,
-        chunk.messages,
-        chunk.onion_length,
-        chunk.onions,
+        chunk.box_length,
+        chunk.boxes,
         cpu_seconds=end - begin,
         worker=os.getpid() if clock is time.process_time else threading.get_ident(),
         worker_cpu_total=end,
@@ -546,12 +566,15 @@ class LoadGenerator:
         time; returns once the entry mix has acknowledged (stored) all of them.
 
         A connection failure resends the identical frame (the entry mix acknowledges an
-        exact retry without counting it twice). The first failure cancels the other
-        requests in flight and is raised; submissions acknowledged before it stay in the
-        round.
+        exact retry without counting it twice), and so does an ``internal-error`` reply,
+        after a backoff, for up to ``retry_for`` seconds. The first failure cancels the
+        other requests in flight and is raised; submissions acknowledged before it stay in
+        the round.
 
         :raises RoundMissed: the round closed (or is unknown) before a submission arrived.
         :raises MalformedFrame: the entry mix acknowledged another submission.
+        :raises InternalError: the entry mix could not store a submission for ``retry_for``
+            seconds.
         :raises MixnetError: the entry mix refused a submission (not retried).
         :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the entry mix
             was unreachable for ``retry_for`` seconds.
@@ -562,7 +585,7 @@ class LoadGenerator:
     async def _send(
         self, info: RoundInfo, users: Iterator[_User] | AsyncIterator[_User]
     ) -> SendReport:
-        """Send every ``(client id, onions)`` of ``users`` over the links (see :meth:`send`)."""
+        """Send every ``(client id, box)`` of ``users`` over the links (see :meth:`send`)."""
         cpu0 = time.process_time()
         wall0 = time.perf_counter()
         sent = 0
@@ -580,8 +603,8 @@ class LoadGenerator:
         async def sender(link: Link) -> None:
             nonlocal sent
             while (item := await next_user()) is not None:
-                client, onions = item
-                await self._submit(link, info, client, onions)
+                client, box = item
+                await self._submit(link, info, client, box)
                 sent += 1
 
         failure: BaseException | None = None
@@ -600,21 +623,26 @@ class LoadGenerator:
             connections=len(self._links),
         )
 
-    @staticmethod
-    async def _submit(link: Link, info: RoundInfo, client: str, onions: list[bytes]) -> None:
-        """One ``submit`` over ``link`` (exact resends), checked against its ``accepted``."""
-        frame: dict[str, object] = {
-            "type": "submit",
-            "round": info.round_id,
-            "client": client,
-            "onions": onions,
-        }
-        try:
-            reply = await link.request(frame, expect="accepted")
-        except (RoundClosed, UnknownRound) as exc:
-            raise RoundMissed(
-                f"round {info.round_id} refused a pre-wrapped submission: {exc.reason}"
-            ) from exc
+    async def _submit(self, link: Link, info: RoundInfo, client: str, box: bytes) -> None:
+        """One ``submit {round, client, box}`` over ``link`` (exact resends, also after an
+        ``internal-error``), checked against its ``accepted``."""
+        frame = to_wire(Submit(round_id=info.round_id, client=client, box=box))
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.retry_for
+        attempt = 0
+        while True:
+            try:
+                reply = await link.request(frame, expect="accepted")
+                break
+            except (RoundClosed, UnknownRound) as exc:
+                raise RoundMissed(
+                    f"round {info.round_id} refused a pre-wrapped submission: {exc.reason}"
+                ) from exc
+            except InternalError:
+                if loop.time() >= give_up:
+                    raise
+            await asyncio.sleep(self.backoff.delay(attempt))
+            attempt += 1
         if (
             get_int(reply, "round", min_value=0) != info.round_id
             or get_str(reply, "client", max_length=MAX_CLIENT_ID_LENGTH) != client
@@ -666,14 +694,14 @@ def _first_leaf(errors: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def _iter_users(chunks: Iterator[WrappedChunk]) -> Iterator[_User]:
-    """Every (client id, onions) of ``chunks``, in order."""
+    """Every (client id, box) of ``chunks``, in order."""
     for chunk in chunks:
         for index, client in enumerate(chunk.clients):
             yield client, chunk.submission(index)
 
 
 async def _stream_users(work: _Wrapping) -> AsyncIterator[_User]:
-    """Every (client id, onions) of ``work``, chunk by chunk as the workers finish them
+    """Every (client id, box) of ``work``, chunk by chunk as the workers finish them
     (any order); finished chunks are recorded in ``work.done``."""
     pending = {asyncio.wrap_future(future) for future in work.futures}
     while pending:

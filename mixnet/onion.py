@@ -32,11 +32,14 @@ libsodium's ``crypto_box_keypair`` (the OS CSPRNG).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from collections.abc import Sequence
 
 from nacl import bindings
+from nacl._sodium import ffi as _ffi  # PyNaCl's CFFI module: libsodium without the wrappers
+from nacl._sodium import lib as _lib
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey
 
@@ -127,6 +130,12 @@ def binding_data(*, chain_id: str, round_id: int, hop_index: int) -> bytes:
     uint16. Raises ``TypeError``/``ValueError`` for an empty or non-str chain id, a round id
     outside ``[0, 2**64)`` or a hop index outside ``[0, 2**16)``.
     """
+    return _binding_data(chain_id, round_id, hop_index)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _binding_data(chain_id: str, round_id: int, hop_index: int) -> bytes:
+    """:func:`binding_data` computed once per (chain, round, hop)."""
     chain = _chain_id_bytes(chain_id)
     _check_int(round_id, "round_id", 0, _MAX_ROUND_ID)
     _check_int(hop_index, "hop_index", 0, _MAX_HOP_INDEX)
@@ -162,12 +171,13 @@ def layer_key(
     return _layer_key(shared_secret, ephemeral_public, recipient_public)
 
 
-def _layer_key(shared: bytes, ephemeral: bytes, recipient: bytes) -> tuple[bytes, bytes]:
-    okm = hashlib.blake2b(
-        shared + ephemeral + recipient,
-        digest_size=_KEY_LENGTH + _NONCE_LENGTH,
-        person=KDF_PERSONAL,
-    ).digest()
+def _layer_key(
+    shared: bytes | memoryview, ephemeral: bytes, recipient: bytes
+) -> tuple[bytes, bytes]:
+    h = hashlib.blake2b(shared, digest_size=_KEY_LENGTH + _NONCE_LENGTH, person=KDF_PERSONAL)
+    h.update(ephemeral)
+    h.update(recipient)
+    okm = h.digest()
     return okm[:_KEY_LENGTH], okm[_KEY_LENGTH:]
 
 
@@ -231,26 +241,68 @@ def _check_public_keys(public_keys: Sequence[bytes]) -> list[bytes]:
     return keys
 
 
+class _Sealer:
+    """Makes layers with one set of libsodium buffers (one sealer per call, so threads never
+    share one). Calls libsodium through PyNaCl's CFFI module directly: the
+    ``nacl.bindings`` wrappers re-check every argument and cost a few microseconds per call,
+    a tenth of a layer."""
+
+    __slots__ = ("_pk", "_q", "_sk")
+
+    def __init__(self) -> None:
+        self._pk = _ffi.new("unsigned char[]", 32)
+        self._sk = _ffi.new("unsigned char[]", 32)
+        self._q = _ffi.new("unsigned char[]", 32)
+
+    def seal(
+        self, plaintext: bytes, recipient_public: bytes, binding: bytes, proven: bool = False
+    ) -> bytes:
+        """One layer, arguments already checked (32-byte key, bytes). Raises ``ValueError``
+        for an unusable (low-order) recipient key."""
+        ephemeral_public: bytes
+        ephemeral_secret: bytes
+        if proven:
+            ephemeral = new_ephemeral()
+            ephemeral_public, ephemeral_secret = ephemeral.public, ephemeral.secret
+        else:
+            _lib.crypto_box_keypair(self._pk, self._sk)  # cannot fail
+            ephemeral_public = _ffi.buffer(self._pk, 32)[:]
+            ephemeral_secret = _ffi.buffer(self._sk, 32)[:]
+        if _lib.crypto_scalarmult(self._q, ephemeral_secret, recipient_public) != 0:
+            # libsodium refuses an all-zero result: a low-order key
+            raise ValueError("the recipient's public key is unusable (a low-order point)")
+        key, nonce = _layer_key(_ffi.buffer(self._q, 32), ephemeral_public, recipient_public)
+        sealed_length = len(plaintext) + AEAD_TAG_LENGTH
+        out = _ffi.new("unsigned char[]", sealed_length)
+        _lib.crypto_aead_chacha20poly1305_ietf_encrypt(
+            out, _ffi.NULL, plaintext, len(plaintext), binding, len(binding), _ffi.NULL,
+            nonce, key,
+        )  # fmt: skip  # cannot fail for these lengths
+        sealed: bytes = _ffi.buffer(out, sealed_length)[:]
+        if not proven:
+            return ephemeral_public + sealed
+        proof = prove_ownership(ephemeral, ciphertext_digest(sealed), binding)
+        return ephemeral_public + proof + sealed
+
+
 def _seal(
     plaintext: bytes, recipient_public: bytes, binding: bytes, proven: bool = False
 ) -> bytes:
-    """One layer, arguments already checked. Raises ``ValueError`` for an unusable
-    (low-order) recipient key."""
-    if proven:
-        ephemeral = new_ephemeral()
-        ephemeral_public, ephemeral_secret = ephemeral.public, ephemeral.secret
-    else:
-        ephemeral_public, ephemeral_secret = bindings.crypto_box_keypair()
-    try:
-        shared = bindings.crypto_scalarmult(ephemeral_secret, recipient_public)
-    except RuntimeError:  # libsodium refuses an all-zero result: a low-order key
-        raise ValueError("the recipient's public key is unusable (a low-order point)") from None
-    key, nonce = _layer_key(shared, ephemeral_public, recipient_public)
-    sealed = bindings.crypto_aead_chacha20poly1305_ietf_encrypt(plaintext, binding, nonce, key)
-    if not proven:
-        return ephemeral_public + sealed
-    proof = prove_ownership(ephemeral, ciphertext_digest(sealed), binding)
-    return ephemeral_public + proof + sealed
+    """One layer with a fresh :class:`_Sealer` (see :meth:`_Sealer.seal`)."""
+    return _Sealer().seal(plaintext, recipient_public, binding, proven)
+
+
+def _wrap_checked(
+    payload: bytes, keys: Sequence[bytes], layer_bindings: Sequence[bytes], first_hop: int,
+    proven: bool, sealer: _Sealer,
+) -> bytes:  # fmt: skip
+    onion = payload
+    for offset in reversed(range(len(keys))):
+        try:
+            onion = sealer.seal(onion, keys[offset], layer_bindings[offset], proven)
+        except ValueError:
+            raise ValueError(f"public key for hop {first_hop + offset} is unusable") from None
+    return onion
 
 
 def seal_layer(
@@ -297,17 +349,11 @@ def wrap(
         raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
     keys = _check_public_keys(public_keys)
     _check_int(first_hop, "first_hop", 0, _MAX_HOP_INDEX)
-    bindings_by_hop = [
+    layer_bindings = [
         binding_data(chain_id=chain_id, round_id=round_id, hop_index=first_hop + offset)
         for offset in range(len(keys))
     ]
-    onion = payload
-    for offset in reversed(range(len(keys))):
-        try:
-            onion = _seal(onion, keys[offset], bindings_by_hop[offset], proven)
-        except ValueError:
-            raise ValueError(f"public key for hop {first_hop + offset} is unusable") from None
-    return onion
+    return _wrap_checked(payload, keys, layer_bindings, first_hop, proven, _Sealer())
 
 
 def wrap_submission(
@@ -342,12 +388,16 @@ def wrap_submission(
     keys = _check_public_keys(public_keys)
     if not keys:
         raise ValueError("public_keys must hold at least one key")
+    layer_bindings = [
+        binding_data(chain_id=chain_id, round_id=round_id, hop_index=hop)
+        for hop in range(len(keys))
+    ]
+    sealer = _Sealer()
     inner = b"".join(
-        wrap(p, keys[1:], chain_id=chain_id, round_id=round_id, first_hop=1, proven=proven)
-        for p in items
+        _wrap_checked(p, keys[1:], layer_bindings[1:], 1, proven, sealer) for p in items
     )
     try:
-        return seal_layer(inner, keys[0], chain_id=chain_id, round_id=round_id, hop_index=0)
+        return sealer.seal(inner, keys[0], layer_bindings[0])
     except ValueError:
         raise ValueError("public key for hop 0 is unusable") from None
 
@@ -388,19 +438,22 @@ def _peel_one(
     if len(onion) != length:
         raise BadLength(f"onion must be {length} bytes, got {len(onion)}")
     ephemeral = onion[:PUBLIC_KEY_LENGTH]
-    try:
-        shared = bindings.crypto_scalarmult(secret, ephemeral)
-    except RuntimeError:  # a low-order ephemeral key: nothing can authenticate
-        raise DecryptionFailed("onion layer did not decrypt with this round key") from None
-    key, nonce = _layer_key(shared, ephemeral, public)
-    try:
-        return bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
-            onion[PUBLIC_KEY_LENGTH + skip :], binding, nonce, key
-        )
-    except CryptoError:
+    q = _ffi.new("unsigned char[]", 32)
+    if _lib.crypto_scalarmult(q, secret, ephemeral) != 0:
+        # a low-order ephemeral key: nothing can authenticate
+        raise DecryptionFailed("onion layer did not decrypt with this round key")
+    key, nonce = _layer_key(_ffi.buffer(q, 32), ephemeral, public)
+    sealed = onion[PUBLIC_KEY_LENGTH + skip :]
+    inner_length = len(sealed) - AEAD_TAG_LENGTH  # >= 0: the length was checked
+    out = _ffi.new("unsigned char[]", max(1, inner_length))
+    if _lib.crypto_aead_chacha20poly1305_ietf_decrypt(
+        out, _ffi.NULL, _ffi.NULL, sealed, len(sealed), binding, len(binding), nonce, key
+    ) != 0:
         raise DecryptionFailed(
             "onion layer did not decrypt with this round key, chain, round and hop"
-        ) from None
+        )
+    inner: bytes = _ffi.buffer(out, inner_length)[:]
+    return inner
 
 
 def peel_many(

@@ -16,17 +16,26 @@ It reports, and writes as JSON (``--json FILE``):
   from just before the first submission until every node has finished the round; the load
   generator's CPU is reported separately (``loadgen``);
 * ``x25519_per_share`` — X25519 scalar multiplications per share over all parties, counted
-  from the protocol: a client seals each share once per mix (an ephemeral key pair and one
-  Diffie–Hellman: 2 scalar multiplications per seal), every mix opens one layer (1); so
-  3·L for L mixes;
+  from the onion format (version 2, :mod:`mixnet.onion`): a client seals each share once
+  per mix after the first and the submission's ``m`` inner onions once together for the
+  entry mix (an ephemeral key pair and one Diffie–Hellman: 2 scalar multiplications per
+  layer sealed); the entry mix opens one box per submission (1), every later mix one layer
+  per share (1); so ``3·(L − 1) + 3/m`` for L mixes (format v1, one sealed box per share
+  and mix: 3·L, in ``x25519_per_share_v1``);
 * ``crypto_floor_cpu_seconds`` — the round's seals and opens priced at the single-core CPU
-  cost per operation of raw libsodium (``nacl.bindings.crypto_box_seal`` /
-  ``crypto_box_seal_open`` on messages of each hop's size), measured in the same run before
-  the round; ``cpu_over_floor`` — the nodes' CPU over the nodes' part (the opens);
+  cost per layer of the format's primitives called directly (X25519 key pair and
+  ``crypto_scalarmult``, the BLAKE2b key derivation, ChaCha20-Poly1305-IETF on each hop's
+  layer size: the box at the entry mix, an onion at every later mix), measured in the same
+  run before the round; ``cpu_over_floor`` — the nodes' CPU over the nodes' part (the
+  opens);
 * per node: ``peak_rss_bytes`` (``VmHWM``, reset through ``clear_refs`` after the idle
   reading where the kernel allows it), ``idle_rss_bytes`` (``VmRSS`` before the round),
-  ``ciphertext_bytes_in`` (items × item length at that hop) and ``rss_over_ciphertext``
-  ((peak − idle) / ciphertext bytes in).
+  ``items_in`` and ``item_length`` (submission boxes at the entry mix, onions at later
+  mixes, payloads at the analyzer), ``ciphertext_bytes_in`` (items × item length) and
+  ``rss_over_ciphertext`` ((peak − idle) / ciphertext bytes in);
+* ``wire_bytes_per_user`` — the bytes one user's submission puts on the wire into each node:
+  its box into the entry mix, its ``m`` onions into each later mix, its ``m`` payloads into
+  the analyzer.
 
 Linux only (``/proc``). Usage::
 
@@ -39,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -69,16 +79,25 @@ from cloaknet.encoding import quantize
 from cloaknet.errors import CloakError
 from cloaknet.loadgen import LoadGenerator
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
-from mixnet.onion import BINDING_TAG_LENGTH, onion_length
+from mixnet.onion import (
+    KDF_PERSONAL,
+    PUBLIC_KEY_LENGTH,
+    binding_data,
+    onion_length,
+    seal_layer,
+    submission_length,
+)
 
 HOST = "127.0.0.1"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: Statuses a node's round ends in (mixnet.core.status.TERMINAL).
 TERMINAL = frozenset({"confirmed", "done", "aborted", "failed"})
 COUNTING_RULE = (
-    "per share: the client seals one layer per mix, each an ephemeral X25519 key pair "
-    "(1 scalar multiplication) and one Diffie-Hellman (1); each mix opens its layer with "
-    "one Diffie-Hellman (1); the analyzer does none: 2L + L = 3L for L mixes"
+    "onion format v2, per submission of m shares: the client seals m(L-1) inner layers and "
+    "one box for the entry mix, each an ephemeral X25519 key pair (1 scalar multiplication) "
+    "and one Diffie-Hellman (1); the entry mix opens the box with one Diffie-Hellman (1), "
+    "every later mix one layer per share (1); the analyzer does none: 3(m(L-1) + 1) per "
+    "submission, 3(L-1) + 3/m per share, for L mixes (v1, a sealed box per share and mix: 3L)"
 )
 
 
@@ -269,24 +288,58 @@ def _cpu_per_op(run: Any, ops: int) -> float:
     return best / ops
 
 
-def crypto_rates(payload_length: int, mixes: int, ops: int) -> list[dict[str, float]]:
-    """Per hop h (0 = entry): raw libsodium CPU seconds per ``crypto_box_seal`` of that
-    layer's plaintext (binding tag + inner onion) and per ``crypto_box_seal_open`` of the
-    onion that hop receives, one core, the OS CSPRNG."""
+def _kdf(shared: bytes, ephemeral: bytes, recipient: bytes) -> tuple[bytes, bytes]:
+    """The layer's AEAD key and nonce (:func:`mixnet.onion.layer_key`, without its checks)."""
+    okm = hashlib.blake2b(shared + ephemeral + recipient, digest_size=44,
+                          person=KDF_PERSONAL).digest()  # fmt: skip
+    return okm[:32], okm[32:]
+
+
+def raw_seal(plaintext: bytes, public: bytes, aad: bytes) -> bytes:
+    """One v2 layer from the primitives alone: key pair, X25519, BLAKE2b, ChaCha20-Poly1305."""
+    ephemeral_public, ephemeral_secret = bindings.crypto_box_keypair()
+    shared = bindings.crypto_scalarmult(ephemeral_secret, public)
+    key, nonce = _kdf(shared, ephemeral_public, public)
+    return ephemeral_public + bindings.crypto_aead_chacha20poly1305_ietf_encrypt(
+        plaintext, aad, nonce, key
+    )
+
+
+def raw_open(layer: bytes, public: bytes, secret: bytes, aad: bytes) -> bytes:
+    """One v2 layer opened from the primitives alone: X25519, BLAKE2b, ChaCha20-Poly1305."""
+    ephemeral = layer[:PUBLIC_KEY_LENGTH]
+    shared = bindings.crypto_scalarmult(secret, ephemeral)
+    key, nonce = _kdf(shared, ephemeral, public)
+    return bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
+        layer[PUBLIC_KEY_LENGTH:], aad, nonce, key
+    )
+
+
+def crypto_rates(payload_length: int, mixes: int, messages: int,
+                 ops: int) -> list[dict[str, float]]:  # fmt: skip
+    """Per hop h (0 = entry): CPU seconds, one core, per layer of onion format v2 sealed
+    (:func:`raw_seal`) around that hop's plaintext and per layer opened (:func:`raw_open`)
+    as that hop receives it — at the entry mix the submission box (one per user: the ``m``
+    inner onions), at a later mix one onion (``m`` per user). Each is checked against
+    :func:`mixnet.onion.seal_layer` first."""
     public, secret = bindings.crypto_box_keypair()
     rows = []
     for hop in range(mixes):
-        length = onion_length(payload_length, mixes - hop)
-        plaintext = os.urandom(BINDING_TAG_LENGTH + onion_length(payload_length, mixes - hop - 1))
-        sealed = bindings.crypto_box_seal(plaintext, public)
-        assert len(sealed) == length
-        seal = _cpu_per_op(lambda p=plaintext: bindings.crypto_box_seal(p, public), ops)
-        opened = _cpu_per_op(
-            lambda s=sealed: bindings.crypto_box_seal_open(s, public, secret), ops
-        )
-        rows.append({"hop": hop, "onion_bytes": length, "seal_cpu_seconds": seal,
-                     "open_cpu_seconds": opened, "seals_per_second": 1 / seal,
-                     "opens_per_second": 1 / opened})  # fmt: skip
+        inner = onion_length(payload_length, mixes - hop - 1)
+        plain_length = messages * inner if hop == 0 else inner
+        length = (submission_length(payload_length, mixes, messages) if hop == 0
+                  else onion_length(payload_length, mixes - hop))  # fmt: skip
+        plaintext = os.urandom(plain_length)
+        aad = binding_data(chain_id="bench", round_id=1, hop_index=hop)
+        layer = seal_layer(plaintext, public, chain_id="bench", round_id=1, hop_index=hop)
+        assert len(layer) == length and raw_open(layer, public, secret, aad) == plaintext
+        assert len(raw_seal(plaintext, public, aad)) == length
+        seal = _cpu_per_op(lambda p=plaintext, a=aad: raw_seal(p, public, a), ops)
+        opened = _cpu_per_op(lambda s=layer, a=aad: raw_open(s, public, secret, a), ops)
+        rows.append({"hop": hop, "layer_bytes": length, "plaintext_bytes": plain_length,
+                     "layers_per_user": 1 if hop == 0 else messages,
+                     "seal_cpu_seconds": seal, "open_cpu_seconds": opened,
+                     "seals_per_second": 1 / seal, "opens_per_second": 1 / opened})  # fmt: skip
     return rows
 
 
@@ -352,8 +405,9 @@ async def drive(args: argparse.Namespace, chain_path: Path, nodes: Nodes,
     async with LoadGenerator(chain, workers=args.workers, connections=args.connections,
                              retry_for=600.0) as load:  # fmt: skip
         info = await load.current_round()
-        console.log(f"round {info.round_id} open; measuring libsodium seal/open rates")
-        rates = crypto_rates(chain.payload_length, len(chain.config.mixes), args.crypto_ops)
+        console.log(f"round {info.round_id} open; measuring the layers' seal/open rates")
+        rates = crypto_rates(chain.payload_length, len(chain.config.mixes), chain.messages,
+                             args.crypto_ops)  # fmt: skip
         console.log(f"wrapping {len(values):,} submissions on {load.workers} workers")
         wrapped = await load.wrap(info, values)
         console.log(f"wrapped in {wrapped.wall_seconds:.2f} s "
@@ -409,15 +463,22 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
               values: list[float], out: dict[str, Any], payload_length: int,
               messages_per_user: int) -> dict[str, Any]:  # fmt: skip
     users, mixes = args.users, args.mixes
-    messages = users * messages_per_user
+    m = messages_per_user
+    messages = users * m
     rates = out["rates"]
-    client_floor = messages * sum(r["seal_cpu_seconds"] for r in rates)
+    # layers sealed: one box per user for hop 0, one layer per share for every later hop
+    client_floor = sum(users * r["layers_per_user"] * r["seal_cpu_seconds"] for r in rates)
     nodes: list[dict[str, Any]] = []
     for hop, node in enumerate(out["nodes"]):
         is_mix = hop < mixes
-        item_length = onion_length(payload_length, mixes - hop) if is_mix else payload_length
-        floor = messages * rates[hop]["open_cpu_seconds"] if is_mix else 0.0
-        ciphertext = messages * item_length
+        if hop == 0:  # one submission box per user
+            items_in, item_length = users, submission_length(payload_length, mixes, m)
+        elif is_mix:
+            items_in, item_length = messages, onion_length(payload_length, mixes - hop)
+        else:
+            items_in, item_length = messages, payload_length
+        floor = items_in * rates[hop]["open_cpu_seconds"] if is_mix else 0.0
+        ciphertext = items_in * item_length
         above = node["peak_rss_bytes"] - node["idle_rss_bytes"]
         nodes.append({
             "name": node["name"],
@@ -426,8 +487,9 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
             "cpu_seconds": node["cpu_seconds"],
             "floor_cpu_seconds": floor,
             "cpu_over_floor": node["cpu_seconds"] / floor if floor else None,
-            "items_in": messages,
+            "items_in": items_in,
             "item_length": item_length,
+            "wire_bytes_per_user": ciphertext // users,
             "ciphertext_bytes_in": ciphertext,
             "idle_rss_bytes": node["idle_rss_bytes"],
             "peak_rss_bytes": node["peak_rss_bytes"],
@@ -439,6 +501,7 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
         })
     nodes_floor = sum(n["floor_cpu_seconds"] for n in nodes)
     node_cpu = sum(n["cpu_seconds"] for n in nodes)
+    x25519_per_submission = 3 * (m * (mixes - 1) + 1)
     wrapped, sent = out["wrapped"], out["sent"]
     result = out["result"]
     record: dict[str, Any] = {
@@ -465,9 +528,12 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
             "cpu_seconds": wrapped.worker_cpu_seconds + sent.cpu_seconds,
             "submissions_per_second": sent.submissions / sent.wall_seconds,
         },
-        "x25519_per_share": 3 * mixes,
-        "x25519_total": 3 * mixes * messages,
+        "x25519_per_share": x25519_per_submission / m,
+        "x25519_per_submission": x25519_per_submission,
+        "x25519_total": x25519_per_submission * users,
+        "x25519_per_share_v1": 3 * mixes,
         "x25519_counting_rule": COUNTING_RULE,
+        "wire_bytes_per_user": {n["name"]: n["wire_bytes_per_user"] for n in nodes},
         "crypto_rates": rates,
         "crypto_floor_cpu_seconds": client_floor + nodes_floor,
         "crypto_floor_clients_cpu_seconds": client_floor,
@@ -521,7 +587,11 @@ def print_table(record: dict[str, Any], console: Console) -> None:
                                  "workers"),
         ("load generator: CPU (workers + sender)",
          f"{gen['worker_cpu_seconds']:.2f} + {gen['send_cpu_seconds']:.2f} s"),
-        ("X25519 per share", f"{record['x25519_per_share']} (3L: 2 per seal, 1 per open)"),
+        ("X25519 per share", f"{record['x25519_per_share']:.3f} (3(L−1) + 3/m: 2 per seal, "
+                             f"1 per open; v1: {record['x25519_per_share_v1']})"),
+        ("wire bytes per user, per hop",
+         " / ".join(f"{v:,}" for v in record["wire_bytes_per_user"].values())
+         + " (" + " / ".join(record["wire_bytes_per_user"]) + ")"),
     ]
     if "exact" in record:
         rows.append(("estimate = rounded sum", str(record["exact"])))
@@ -532,12 +602,13 @@ def print_table(record: dict[str, Any], console: Console) -> None:
         table.add_row(key, value)
     console.print(table)
     nodes = Table(title="per node")
-    for col in ("node", "CPU s", "over floor", "idle RSS", "peak RSS", "ciphertext in",
-                "RSS↑ / ciphertext"):
+    for col in ("node", "items in × bytes", "bytes/user", "CPU s", "over floor", "idle RSS",
+                "peak RSS", "ciphertext in", "RSS↑ / ciphertext"):
         nodes.add_column(col, justify="right")
     for n in record["nodes"]:
         over = "—" if n["cpu_over_floor"] is None else f"{n['cpu_over_floor']:.2f}"
-        nodes.add_row(n["name"], f"{n['cpu_seconds']:.2f}", over,
+        nodes.add_row(n["name"], f"{n['items_in']:,} × {n['item_length']:,}",
+                      f"{n['wire_bytes_per_user']:,}", f"{n['cpu_seconds']:.2f}", over,
                       f"{n['idle_rss_bytes'] / 2**20:.0f} MiB",
                       f"{n['peak_rss_bytes'] / 2**20:.0f} MiB",
                       f"{n['ciphertext_bytes_in'] / 2**20:.1f} MiB",

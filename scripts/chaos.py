@@ -594,9 +594,9 @@ class Driver:
             point.checks.append(f"round {round_id} open")
             probe_id = f"p{point.index}-probe"
             payloads = [encode_share(y, shape.modulus) for y in self.shares(4**probe_slot)]
-            onions = await asyncio.to_thread(net.mixnet.wrap, payloads, info)
+            box = await asyncio.to_thread(net.mixnet.wrap, payloads, info)
             probe_frame: dict[str, object] = {
-                "type": "submit", "round": round_id, "client": probe_id, "onions": onions,
+                "type": "submit", "round": round_id, "client": probe_id, "box": box,
             }
             raw = await ws_connect(
                 chain.url(MIXES[0]), compression=None, max_size=MAX_REPLY, proxy=None

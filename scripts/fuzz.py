@@ -35,10 +35,13 @@ Afterwards honest clients submit through :class:`mixnet.client.MixnetClient` and
 must be exact; every round the fuzzer's own valid submissions (all-zero payloads) went into
 must end ``ok`` with exactly the submissions the entry mix acknowledged.
 
-A seeded :class:`random.Random` chooses the mutations (test input only: round keys, onions and
-identities come from the OS CSPRNG as everywhere else). State-changing frames from the
-authenticated predecessor only name rounds of the fuzzer's own (ids from 0x7F00…), never one of
-the chain's live rounds: the protocol trusts the predecessor to abort rounds.
+A seeded :class:`random.Random` chooses the mutations (test input only: round keys, onion
+layers and identities come from the OS CSPRNG as everywhere else). Frames are of wire version
+:data:`mixnet.wire.WIRE_VERSION` and onion format version 2: a ``submit`` carries one ``box``
+(:func:`mixnet.onion.wrap_submission`), mutated in its length, its bits, its type, and into
+the ``m`` separate onions of format v1. State-changing frames from the authenticated
+predecessor only name rounds of the fuzzer's own (ids from 0x7F00…), never one of the chain's
+live rounds: the protocol trusts the predecessor to abort rounds.
 
     .venv/bin/python scripts/fuzz.py [--frames 5000] [--seed 1] [--json PATH]
 
@@ -64,7 +67,6 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from nacl.public import PublicKey, SealedBox
 from nacl.signing import SigningKey
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
@@ -78,11 +80,11 @@ from mixnet.frames import MAX_CLIENT_ID_LENGTH, MAX_NAME_LENGTH, ROUND_ID_MAX
 from mixnet.keys import sign_link_challenge
 from mixnet.localchain import RunningChain, run_local_chain
 from mixnet.node import BaseNode
-from mixnet.onion import binding_tag
+from mixnet.onion import LAYER_OVERHEAD, wrap, wrap_submission
 from mixnet.settings import NodeSettings
 from mixnet.sink import SinkNode
 from mixnet.store import NodeStore
-from mixnet.wire import decode_frame, encode_frame
+from mixnet.wire import WIRE_VERSION, decode_frame, encode_frame
 
 HOST = "127.0.0.1"
 CHAIN_ID = "fuzz"
@@ -382,7 +384,8 @@ FIELD_KINDS = {
     "clients": "int",
     "count": "int",
     "signature": "sig",
-    "onions": "items",
+    "box": "box",
+    "onions": "items",  # a format v1 client's field: the entry mix must refuse it
     "payloads": "items",
 }
 #: Integers at the edges of msgpack and of the protocol's ranges (none is a live round id).
@@ -435,6 +438,7 @@ class Mutator:
             ("string", 5, self.string),
             ("bytes-length", 5, self.bytes_length),
             ("list", 7, self.list_items),
+            ("box", 5, self.box_bytes),
             ("type-field", 4, self.type_field),
             ("version", 4, self.version),
             ("top-level", 3, self.top_level),
@@ -500,7 +504,7 @@ class Mutator:
                 continue
             if kind in ("client", "name", "type") and isinstance(value, str):
                 continue
-            if kind == "sig" and isinstance(value, bytes):
+            if kind in ("sig", "box") and isinstance(value, bytes):
                 continue
             if kind == "items" and isinstance(value, list):
                 continue
@@ -602,13 +606,19 @@ class Mutator:
         return self.encoded(f"string:{key}", self.replaced(pairs, index, value))
 
     def bytes_length(self, pairs: Pairs, shape: Shape) -> Mutated:
-        index = self.pick_field(pairs, ("sig", "items"))
+        index = self.pick_field(pairs, ("sig", "items", "box"))
         if index is None:
             return self.add_field(pairs, shape)
         key, current = pairs[index]
         if FIELD_KINDS[key] == "sig":
             n = self.rng.choice([0, 1, 32, 63, 64, 65, 128, 4096])
             value: Any = self.blob(n)
+            return self.encoded(f"bytes-length:{key}:{n}", self.replaced(pairs, index, value))
+        if FIELD_KINDS[key] == "box":
+            length = shape.item_length
+            n = self.rng.choice([0, 1, 31, 32, LAYER_OVERHEAD - 1, LAYER_OVERHEAD,
+                                 length - 1, length + 1, length + LAYER_OVERHEAD, 2 * length])
+            value = self.blob(max(0, n))
             return self.encoded(f"bytes-length:{key}:{n}", self.replaced(pairs, index, value))
         items = list(current)
         if not items:
@@ -676,6 +686,46 @@ class Mutator:
             value = items[::-1]
         return self.encoded(f"list:{key}:{how}", self.replaced(pairs, index, value))
 
+    def box_bytes(self, pairs: Pairs, shape: Shape) -> Mutated:
+        """A submission box (one entry layer around ``m`` inner onions) changed inside its
+        right length, cut, grown, or sent as format v1's list of ``m`` onions."""
+        index = self.pick_field(pairs, ("box",))
+        if index is None:
+            return self.bytes_length(pairs, shape)
+        key, current = pairs[index]
+        box = bytes(current) if isinstance(current, bytes) else self.blob(shape.item_length)
+        how = self.rng.choice(
+            ["flip-key", "flip-body", "flip-tag", "zero-key", "random", "truncate", "extend",
+             "as-list", "as-onions", "empty"]
+        )  # fmt: skip
+        value: Any
+        if how.startswith("flip-") and box:
+            flipped = bytearray(box)
+            if how == "flip-key":  # the ephemeral key
+                i = self.rng.randrange(min(32, len(box)))
+            elif how == "flip-tag":  # the Poly1305 tag at the end
+                i = len(box) - 1 - self.rng.randrange(min(16, len(box)))
+            else:
+                i = self.rng.randrange(len(box))
+            flipped[i] ^= 1 << self.rng.randrange(8)
+            value = bytes(flipped)
+        elif how == "zero-key":  # a low-order ephemeral key: no shared secret
+            value = bytes(32) + box[32:]
+        elif how == "random":
+            value = self.blob(len(box))
+        elif how == "truncate":
+            value = box[: self.rng.randrange(len(box) + 1)]
+        elif how == "extend":
+            value = box + self.blob(self.rng.choice([1, 16, LAYER_OVERHEAD]))
+        elif how == "as-list":
+            value = [box]
+        elif how == "as-onions":  # format v1: m separate onions instead of one box
+            width = max(1, (len(box) - LAYER_OVERHEAD) // max(1, shape.messages))
+            value = [self.blob(width + LAYER_OVERHEAD) for _ in range(shape.messages)]
+        else:
+            value = b""
+        return self.encoded(f"box:{key}:{how}", self.replaced(pairs, index, value))
+
     def type_field(self, pairs: Pairs, shape: Shape) -> Mutated:
         index = self.pick_field(pairs, ("type",))
         assert index is not None
@@ -694,9 +744,10 @@ class Mutator:
         return self.encoded("type-field", self.replaced(pairs, index, value))
 
     def version(self, pairs: Pairs, shape: Shape) -> Mutated:
+        v = WIRE_VERSION
         value = self.rng.choice(
-            [0, 2, -1, 255, (1 << 64) - 1, -(1 << 63), "1", 1.0, True, None, b"\x01", [1],
-             Raw(b"\xcf" + (1).to_bytes(8, "big")), Raw(b"\xd0\x01")]
+            [0, v - 1, v + 1, -1, 255, (1 << 64) - 1, -(1 << 63), str(v), float(v), True, None,
+             bytes([v]), [v], Raw(b"\xcf" + v.to_bytes(8, "big")), Raw(b"\xd0" + bytes([v]))]
         )
         out = Pairs(pairs)
         if self.rng.random() < 0.15:
@@ -719,7 +770,7 @@ class Mutator:
                 True,
                 1.5,
                 msgpack.ExtType(1, b"x"),
-                {"v": 1, "type": "status", "frame": dict(pairs)},
+                {"v": WIRE_VERSION, "type": "status", "frame": dict(pairs)},
                 [],
                 {},
             ]
@@ -938,12 +989,9 @@ class Options:
 def seal_from(
     payload: bytes, keys: Sequence[bytes], *, first_hop: int, round_id: int
 ) -> bytes:
-    """An onion for the mixes from hop ``first_hop`` on (their round keys in chain order)."""
-    onion = payload
-    for i in reversed(range(len(keys))):
-        tag = binding_tag(chain_id=CHAIN_ID, round_id=round_id, hop_index=first_hop + i)
-        onion = bytes(SealedBox(PublicKey(keys[i])).encrypt(tag + onion))
-    return onion
+    """An onion for the mixes from hop ``first_hop`` on (their round keys in chain order; no
+    keys: the payload itself)."""
+    return wrap(payload, keys, chain_id=CHAIN_ID, round_id=round_id, first_hop=first_hop)
 
 
 class SetupFailed(Exception):
@@ -1119,36 +1167,36 @@ class Fuzzer:
 
     async def submit_frame(self, ws: ClientConnection, target: Target) -> dict[str, Any]:
         """A submission of all-zero payloads to the entry mix's open round: fresh (mostly),
-        an exact retry of an earlier one, an earlier client id with fresh onions, earlier
-        onions under a new client id, or onions bound to another round."""
+        an exact retry of an earlier one, an earlier client id with a fresh box, an earlier
+        box under a new client id, or a box bound to another round."""
         rng = self.rng
         self.clients += 1
         client = f"fuzz-{self.options.seed}-{self.clients}"
         if target.kind != "entry":  # well formed, but this node takes no submissions
-            onions = [self.mutator.blob(target.item_length) for _ in range(MESSAGES)]
-            return {"type": "submit", "round": 1, "client": client, "onions": onions}
+            box = self.mutator.blob(target.item_length)
+            return {"type": "submit", "round": 1, "client": client, "box": box}
         reply = await self.expect(ws, {"type": "get-round"}, "round")
         info = self.client.verify_round(reply)
         payloads = [bytes(WIDTH)] * MESSAGES  # zeros: the honest sums stay exact
-        how = rng.choices(["fresh", "retry", "same-client", "same-onions", "other-binding"],
+        how = rng.choices(["fresh", "retry", "same-client", "same-box", "other-binding"],
                           weights=[6, 1, 1, 1, 1])[0]
         earlier = rng.choice(self.submits) if self.submits else None
         if how == "retry" and earlier is not None:
             return dict(earlier)
-        if how == "same-onions" and earlier is not None:
+        if how == "same-box" and earlier is not None:
             return {**earlier, "round": info.round_id, "client": client}
         if how == "same-client" and earlier is not None:
             client = earlier["client"]
         if how == "other-binding":  # the right keys, bound to the next round
             keys = info.public_keys
-            onions = await asyncio.to_thread(
-                lambda: [
-                    seal_from(p, keys, first_hop=0, round_id=info.round_id + 1) for p in payloads
-                ]
+            box = await asyncio.to_thread(
+                lambda: wrap_submission(
+                    payloads, keys, chain_id=CHAIN_ID, round_id=info.round_id + 1
+                )
             )
         else:
-            onions = await asyncio.to_thread(self.client.wrap, payloads, info)
-        frame = {"type": "submit", "round": info.round_id, "client": client, "onions": onions}
+            box = await asyncio.to_thread(self.client.wrap, payloads, info)
+        frame = {"type": "submit", "round": info.round_id, "client": client, "box": box}
         self.submits = [*self.submits[-30:], frame]
         return frame
 
@@ -1272,7 +1320,7 @@ class Fuzzer:
                 return "unexpected-close", f"during set-up: {_close(exc)}", None, None
             except (SetupFailed, MixnetError, AssertionError, KeyError, TypeError) as exc:
                 return "setup-failed", f"{type(exc).__name__}: {exc}", None, None
-            pairs = Pairs([("v", 1), *base.items()])
+            pairs = Pairs([("v", WIRE_VERSION), *base.items()])
             shape = self.shape(target)
             for _ in range(50):
                 mutated = self.mutator.mutate(pairs, shape)

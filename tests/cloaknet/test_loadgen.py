@@ -35,7 +35,11 @@ from cloaknet.protocols import CloakProtocol
 from cloaknet.randomness import DeterministicRandom
 from mixnet.admission import Admission
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
-from mixnet.onion import onion_length, peel_many
+from mixnet.client import RoundInfo
+from mixnet.core import submission_digest
+from mixnet.errors import InternalError, MixnetError, RoundClosed, UnknownRound
+from mixnet.link import Backoff
+from mixnet.onion import LAYER_OVERHEAD, onion_length, peel_many, submission_length
 
 MIXES = 3
 
@@ -51,14 +55,19 @@ def rounded_sum(values: list[float], protocol: CloakProtocol) -> Fraction:
 
 
 def peel_all(chunk: WrappedChunk, keys: list[PrivateKey], spec: RoundSpec) -> list[bytes]:
-    """Every onion of ``chunk`` peeled through every hop with the mixes' secret keys."""
-    items = [o for i in range(len(chunk)) for o in chunk.submission(i)]
+    """Every box of ``chunk`` opened by the entry mix into its ``m`` inner onions, and those
+    peeled through every later hop with the mixes' secret keys: the payloads, in order."""
+    items = [chunk.submission(i) for i in range(len(chunk))]
     for hop, key in enumerate(keys):
+        if hop == 0:
+            length, split = spec.box_length, spec.messages
+        else:
+            length, split = onion_length(spec.payload_length, len(keys) - hop), 1
         out = peel_many(items, key, chain_id=spec.chain_id, round_id=spec.round_id,
-                        hop_index=hop,
-                        expected_length=onion_length(spec.payload_length, len(keys) - hop))
+                        hop_index=hop, expected_length=length, split=split)
         assert all(isinstance(o, bytes) for o in out)
         items = [o for o in out if isinstance(o, bytes)]
+        assert len(items) == len(chunk) * spec.messages
     return items
 
 
@@ -69,15 +78,21 @@ def test_wrapped_submissions_peel_with_the_mixes_keys_into_the_encoded_values() 
     values = np.random.default_rng(5).random(20).tolist()
     chunk = wrap_values(spec, values, start=3)
     assert chunk.start == 3 and len(chunk) == 20
-    assert chunk.onion_length == onion_length(protocol.bytes_per_message, MIXES)
-    assert len(chunk.onions) == 20 * protocol.message_count * chunk.onion_length
+    m, width = protocol.message_count, protocol.bytes_per_message
+    # one box per user: one entry layer around m inner onions of MIXES - 1 layers each
+    assert chunk.box_length == spec.box_length == submission_length(width, MIXES, m)
+    assert chunk.box_length == LAYER_OVERHEAD + m * (width + (MIXES - 1) * LAYER_OVERHEAD)
+    assert spec.inner_length == onion_length(width, MIXES - 1)
+    assert len(chunk.boxes) == 20 * chunk.box_length
     assert len(set(chunk.clients)) == 20
+    assert len({chunk.digest(i) for i in range(20)}) == 20
+    assert chunk.digest(4) == submission_digest(chunk.submission(4))
     assert all(re.fullmatch(r"[0-9a-f]{32}", c) for c in chunk.clients)
     payloads = peel_all(chunk, keys, spec)
     assert all(len(p) == protocol.bytes_per_message for p in payloads)
     shares = [decode_share(p, protocol.message_modulus) for p in payloads]
     # each user's m shares, in order, sum to that user's quantized value modulo N
-    m, modulus, k = protocol.message_count, protocol.message_modulus, protocol.params.precision
+    modulus, k = protocol.message_modulus, protocol.params.precision
     for i, value in enumerate(values):
         assert sum(shares[i * m : (i + 1) * m]) % modulus == quantize(value, k)
     assert protocol.analyze(np.array(shares, dtype=object), 20) == float(
@@ -90,11 +105,14 @@ def test_a_layer_for_another_round_or_chain_does_not_peel() -> None:
     keys = [PrivateKey.generate() for _ in range(2)]
     spec = RoundSpec("c1", 7, tuple(bytes(k.public_key) for k in keys), protocol)
     chunk = wrap_values(spec, [0.5])
-    length = onion_length(protocol.bytes_per_message, 2)
-    for chain_id, round_id in (("c1", 8), ("c2", 7)):
-        out = peel_many(chunk.submission(0), keys[0], chain_id=chain_id, round_id=round_id,
-                        hop_index=0, expected_length=length)
-        assert not any(isinstance(o, bytes) for o in out)
+    m = protocol.message_count
+    for chain_id, round_id, hop in (("c1", 8, 0), ("c2", 7, 0), ("c1", 7, 1)):
+        out = peel_many([chunk.submission(0)], keys[0], chain_id=chain_id, round_id=round_id,
+                        hop_index=hop, expected_length=spec.box_length, split=m)
+        assert len(out) == m and not any(isinstance(o, bytes) for o in out)
+    out = peel_many([chunk.submission(0)], keys[0], chain_id="c1", round_id=7, hop_index=0,
+                    expected_length=spec.box_length, split=m)
+    assert all(isinstance(o, bytes) for o in out)
 
 
 def test_encoding_uses_the_rng_given_and_wrapping_is_fresh_each_time() -> None:
@@ -104,7 +122,8 @@ def test_encoding_uses_the_rng_given_and_wrapping_is_fresh_each_time() -> None:
     a = wrap_values(spec, [0.25, 0.75], rng=DeterministicRandom(1))
     b = wrap_values(spec, [0.25, 0.75], rng=DeterministicRandom(1))
     assert peel_all(a, keys, spec) == peel_all(b, keys, spec)  # same shares
-    assert a.onions != b.onions and a.clients != b.clients  # fresh ephemeral keys and ids
+    assert a.boxes != b.boxes and a.clients != b.clients  # fresh ephemeral keys and ids
+    assert a.digest(0) != b.digest(0)
 
 
 def test_values_are_checked() -> None:
@@ -125,12 +144,17 @@ def test_round_spec_checks_its_keys_and_protocol() -> None:
 
 
 def test_chunk_submission_bounds_and_shape() -> None:
-    chunk = WrappedChunk(0, ("a", "b"), 2, 3, bytes(range(12)))
-    assert chunk.submission(1) == [bytes([6, 7, 8]), bytes([9, 10, 11])]
-    with pytest.raises(IndexError):
-        chunk.submission(2)
+    chunk = WrappedChunk(0, ("a", "b"), 6, bytes(range(12)))
+    assert chunk.submission(0) == bytes(range(6))
+    assert chunk.submission(1) == bytes(range(6, 12))
+    assert chunk.digest(1) == submission_digest(bytes(range(6, 12)))
+    for index in (2, -1):
+        with pytest.raises(IndexError):
+            chunk.submission(index)
     with pytest.raises(ValueError):
-        WrappedChunk(0, ("a",), 2, 3, bytes(5))
+        WrappedChunk(0, ("a",), 6, bytes(5))
+    with pytest.raises(ValueError):
+        WrappedChunk(0, (), 0, b"")
 
 
 @pytest.mark.parametrize(("users", "workers", "chunk"), [(0, 2, None), (1, 2, None),
@@ -232,3 +256,40 @@ async def test_a_submission_after_its_round_closed_is_not_resent(tmp_path: Path)
         wrapped = await load.wrap(info, [0.5] * (users + 1))
         with pytest.raises(RoundMissed):
             await load.send(info, wrapped)
+
+
+class _FlakyLink:
+    """A stand-in for the entry mix's link: answers ``internal-error`` ``failures`` times,
+    then ``accepted``; records every frame sent."""
+
+    def __init__(self, failures: int, error: MixnetError | None = None) -> None:
+        self.failures = failures
+        self.error = error
+        self.frames: list[dict[str, object]] = []
+
+    async def request(self, frame: dict[str, object], *, expect: str) -> dict[str, object]:
+        self.frames.append(frame)
+        if self.error is not None:
+            raise self.error
+        if len(self.frames) <= self.failures:
+            raise InternalError("could not store the submission")
+        return {"type": "accepted", "round": frame["round"], "client": frame["client"]}
+
+
+async def test_an_internal_error_resends_the_identical_box_frame() -> None:
+    info = RoundInfo(3, 0.0, (bytes(32),))
+    box = bytes(range(100))
+    async with LoadGenerator(_offline(), workers=1, connections=1, processes=False,
+                             retry_for=5.0, backoff=Backoff(0.001, 0.002)) as load:  # fmt: skip
+        link = _FlakyLink(failures=2)
+        await load._submit(link, info, "user-1", box)  # type: ignore[arg-type]
+        assert len(link.frames) == 3
+        assert all(f == {"type": "submit", "round": 3, "client": "user-1", "box": box}
+                   for f in link.frames)  # fmt: skip
+        for error in (RoundClosed("closed"), UnknownRound("gone")):
+            with pytest.raises(RoundMissed):
+                await load._submit(_FlakyLink(0, error), info, "u", box)  # type: ignore[arg-type]
+    async with LoadGenerator(_offline(), workers=1, connections=1, processes=False,
+                             retry_for=0.0) as load:  # fmt: skip
+        with pytest.raises(InternalError):
+            await load._submit(_FlakyLink(failures=5), info, "u", box)  # type: ignore[arg-type]

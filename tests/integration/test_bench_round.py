@@ -52,7 +52,11 @@ def test_bench_round_is_exact_and_reports_sane_numbers(tmp_path: Path) -> None:
     assert record["protocol"] == "cloak" and record["mode"] == "sum-preserving"
     assert record["exact"] is True
     assert record["result"]["estimate_exact"] == record["rounded_sum_exact"]
-    assert record["x25519_per_share"] == 9 and record["x25519_total"] == 9 * 50 * m
+    # onion format 2: per submission one box (key pair + X25519 to wrap, X25519 to open) and
+    # m onions of L - 1 = 2 layers (two and one multiplications per layer)
+    assert record["x25519_per_submission"] == 3 * (2 * m + 1)
+    assert record["x25519_total"] == 3 * (2 * m + 1) * 50
+    assert record["x25519_per_share_v1"] == 9
     assert record["wall_seconds"] > 0 and record["cpu_seconds"] > 0
     assert 0 < record["crypto_floor_nodes_cpu_seconds"] < record["crypto_floor_cpu_seconds"]
     assert record["cpu_over_floor"] > 0
@@ -60,9 +64,10 @@ def test_bench_round_is_exact_and_reports_sane_numbers(tmp_path: Path) -> None:
     assert [n["name"] for n in record["nodes"]] == ["mix1", "mix2", "mix3", "analyzer"]
     lengths = [n["item_length"] for n in record["nodes"]]
     width = record["payload_length"]
-    assert lengths == [width + 192, width + 128, width + 64, width]
-    for node in record["nodes"]:
-        assert node["ciphertext_bytes_in"] == 50 * m * node["item_length"]
+    assert lengths == [48 + m * (width + 96), width + 96, width + 48, width]
+    for node, items in zip(record["nodes"], [50, 50 * m, 50 * m, 50 * m], strict=True):
+        assert node["items_in"] == items
+        assert node["ciphertext_bytes_in"] == items * node["item_length"]
         assert node["peak_rss_bytes"] > 0 and node["idle_rss_bytes"] > 0
         assert node["rss_over_ciphertext"] >= 0
         assert node["round_status"]["status"] in ("confirmed", "done")

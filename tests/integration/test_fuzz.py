@@ -115,10 +115,10 @@ async def test_a_client_id_with_nul_is_malformed_and_costs_no_acknowledged_submi
                                         client_id="honest-1")
             info = await client.current_round()
             assert info.round_id == first.round_id
-            onions = client.wrap([bytes(4), bytes(4)], info)
+            box = client.wrap([bytes(4), bytes(4)], info)
             reply = await _submit_raw(
                 config.mixes[0].url,
-                {"type": "submit", "round": info.round_id, "client": "bad\x00id", "onions": onions},
+                {"type": "submit", "round": info.round_id, "client": "bad\x00id", "box": box},
             )
             assert (reply["type"], reply.get("code")) == ("error", "malformed-frame"), reply
             await client.submit(lambda: [(7).to_bytes(4, "big"), (8).to_bytes(4, "big")],
