@@ -171,10 +171,14 @@ def layer_key(
     return _layer_key(shared_secret, ephemeral_public, recipient_public)
 
 
-def _layer_key(
-    shared: bytes | memoryview, ephemeral: bytes, recipient: bytes
-) -> tuple[bytes, bytes]:
-    h = hashlib.blake2b(shared, digest_size=_KEY_LENGTH + _NONCE_LENGTH, person=KDF_PERSONAL)
+#: The KDF's initial state (personalised, 44-byte digest), copied for each layer: cheaper
+#: than constructing it.
+_KDF = hashlib.blake2b(digest_size=_KEY_LENGTH + _NONCE_LENGTH, person=KDF_PERSONAL)
+
+
+def _layer_key(shared: object, ephemeral: bytes, recipient: bytes) -> tuple[bytes, bytes]:
+    h = _KDF.copy()
+    h.update(shared)  # type: ignore[arg-type]  # bytes, or a libsodium output buffer
     h.update(ephemeral)
     h.update(recipient)
     okm = h.digest()
@@ -259,30 +263,42 @@ class _Sealer:
     ) -> bytes:
         """One layer, arguments already checked (32-byte key, bytes). Raises ``ValueError``
         for an unusable (low-order) recipient key."""
-        ephemeral_public: bytes
-        ephemeral_secret: bytes
+        ephemeral_public: object  # bytes, or the key pair's libsodium buffer
+        ephemeral_secret: object
         if proven:
             ephemeral = new_ephemeral()
             ephemeral_public, ephemeral_secret = ephemeral.public, ephemeral.secret
         else:
             _lib.crypto_box_keypair(self._pk, self._sk)  # cannot fail
-            ephemeral_public = _ffi.buffer(self._pk, 32)[:]
-            ephemeral_secret = _ffi.buffer(self._sk, 32)[:]
+            ephemeral_public = _ffi.buffer(self._pk, 32)  # both stay in libsodium's buffers
+            ephemeral_secret = self._sk
         if _lib.crypto_scalarmult(self._q, ephemeral_secret, recipient_public) != 0:
             # libsodium refuses an all-zero result: a low-order key
             raise ValueError("the recipient's public key is unusable (a low-order point)")
-        key, nonce = _layer_key(_ffi.buffer(self._q, 32), ephemeral_public, recipient_public)
+        kdf = _KDF.copy()  # :func:`layer_key`, inlined
+        kdf.update(_ffi.buffer(self._q, 32))
+        kdf.update(ephemeral_public)  # type: ignore[arg-type]
+        kdf.update(recipient_public)
+        okm = kdf.digest()
+        key, nonce = okm[:_KEY_LENGTH], okm[_KEY_LENGTH:]
         sealed_length = len(plaintext) + AEAD_TAG_LENGTH
+        if not proven:  # E and the ciphertext written into one buffer: one copy out
+            out = _ffi.new("unsigned char[]", PUBLIC_KEY_LENGTH + sealed_length)
+            _ffi.memmove(out, self._pk, PUBLIC_KEY_LENGTH)
+            _lib.crypto_aead_chacha20poly1305_ietf_encrypt(
+                out + PUBLIC_KEY_LENGTH, _ffi.NULL, plaintext, len(plaintext), binding,
+                len(binding), _ffi.NULL, nonce, key,
+            )  # fmt: skip  # cannot fail for these lengths
+            layer: bytes = _ffi.buffer(out, PUBLIC_KEY_LENGTH + sealed_length)[:]
+            return layer
         out = _ffi.new("unsigned char[]", sealed_length)
         _lib.crypto_aead_chacha20poly1305_ietf_encrypt(
             out, _ffi.NULL, plaintext, len(plaintext), binding, len(binding), _ffi.NULL,
             nonce, key,
         )  # fmt: skip  # cannot fail for these lengths
         sealed: bytes = _ffi.buffer(out, sealed_length)[:]
-        if not proven:
-            return ephemeral_public + sealed
         proof = prove_ownership(ephemeral, ciphertext_digest(sealed), binding)
-        return ephemeral_public + proof + sealed
+        return ephemeral.public + proof + sealed
 
 
 def _seal(
