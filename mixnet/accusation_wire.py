@@ -46,9 +46,12 @@ def accusation_to_wire(accusation: Accusation) -> dict[str, object]:
 def _parse_delivery(raw: object) -> Delivery:
     if not isinstance(raw, dict):
         raise MalformedFrame("a delivery must be a map")
-    count = get_int(raw, "count", min_value=1, max_value=1 << 32)
+    count = get_int(raw, "count", min_value=1, max_value=(1 << 32) - 1)  # signed as u32
+    sender = get_str(raw, "sender", max_length=MAX_NAME_LENGTH)
+    if not sender:
+        raise MalformedFrame("a delivery's sender must not be empty")
     return Delivery(
-        sender=get_str(raw, "sender", max_length=MAX_NAME_LENGTH),
+        sender=sender,
         index=get_int(raw, "chunk", min_value=0, max_value=(1 << 32) - 1),
         count=count,
         position=get_int(raw, "position", min_value=0, max_value=count - 1),

@@ -61,7 +61,6 @@ __all__ = [
     "PayloadValidator",
     "Step",
     "accept_all",
-    "culprit",
     "delivered_by",
     "failure_of",
     "open_layer",
@@ -415,19 +414,3 @@ def delivered_by(
     except (TypeError, ValueError):
         return False
     return verify_delivery(delivery, accusation.item, key, chain_id=chain_id, round_id=round_id)
-
-
-def culprit(
-    evidence_holds: bool, evidence: Accusation | None, *, blamed: str, blamer: str,
-    blamer_identity: bytes | None, chain_id: str, round_id: int,
-) -> str:  # fmt: skip
-    """Who a blame names, judged from its evidence: ``blamer`` refused ``evidence``, an
-    accusation ``blamed`` made about an item ``blamer`` delivered to it. If the evidence holds
-    (``evidence_holds``: :func:`verify_accusation` passed) *and* carries ``blamer``'s signature
-    over a chunk holding the item, ``blamer`` sent a provably bad item and refused to trace
-    it: the culprit is ``blamer``. Otherwise ``blamed`` could not back its accusation."""
-    if evidence is None or not evidence_holds or blamer_identity is None:
-        return blamed
-    if delivered_by(evidence, blamer, blamer_identity, chain_id=chain_id, round_id=round_id):
-        return blamer
-    return blamed

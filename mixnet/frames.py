@@ -217,7 +217,7 @@ class Accused:
     about an input of the successor), ``untraced`` items dropped further down without
     evidence, and ``blame``: the name of a mix that could not back its accusations (then the
     round aborts), or empty; ``evidence`` is the accusation that mix made and its
-    predecessor refused (anyone can judge it: :func:`mixnet.blame.culprit`)."""
+    predecessor refused (anyone can judge it: :func:`mixnet.core.deliveries.judge`)."""
 
     round_id: int
     accusations: tuple[Accusation, ...] = ()

@@ -188,7 +188,10 @@ class TracingMix(MixRounds):
             if reply.evidence is None or self.signing is None:
                 return [Reply(Accused(sent.round_id, blame=reply.blame))]
             keys = self._hop_keys(st)
-            if reply.evidence.hop not in keys:  # not about a later mix: the reporter lied
+            # the refused accusation was made by a mix at least two hops further on (the
+            # refuser is then after this mix) and inside the chain; anything else would let
+            # the reporter pin the blame on this mix or on nobody: the reporter is named
+            if not (self.hop + 2 <= reply.evidence.hop and reply.evidence.hop in keys):
                 return [Reply(Accused(sent.round_id, blame=self.successor))]
             checked = BlameChecked(sent.round_id, reply)
             return [Verify(sent.round_id, (reply.evidence,), keys, checked)]

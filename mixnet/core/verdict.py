@@ -90,9 +90,14 @@ class EntryVerdict(MixRounds):
                 return self._conclude(st, f"mix {self.successor} answered for another round")
             keys = {hop: a.public_key for hop, a in enumerate(st.announcements)}
             if reply.blame:
-                if reply.evidence is not None and self.signing is not None:
+                evidence = reply.evidence
+                if evidence is not None and self.signing is not None:
+                    if not 2 <= evidence.hop < self.hops:  # see TracingMix._traced
+                        return self._conclude(
+                            st, f"mix {self.successor} reported a blame its evidence does not back"
+                        )
                     judged = BlameJudged(st.round_id, reply)
-                    return [Verify(st.round_id, (reply.evidence,), keys, judged)]
+                    return [Verify(st.round_id, (evidence,), keys, judged)]
                 return self._conclude(st, f"mix {reply.blame} could not back its accusations")
             if not reply.accusations:
                 return self._exclude(st, reply, [])

@@ -63,6 +63,8 @@ def test_deliveries_and_secretless_steps_round_trip() -> None:
         {"path": [b"h" * 31]},
         {"path": [b"h" * 32] * 33},
         {"sender": 7},
+        {"sender": ""},
+        {"count": 1 << 32, "position": 0},  # signed as a u32
         {"chunk": -1},
     ],
 )

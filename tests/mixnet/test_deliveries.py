@@ -10,23 +10,42 @@ from mixnet.blame import Accusation, Failure, Step
 from mixnet.chunk_signature import sign_chunk
 from mixnet.core.actions import Mix, Peel, Persist, Prove, Reply, Send, Verify
 from mixnet.core.deliveries import ChunkSigning, ReceivedChunk, deliveries, judge
+from mixnet.core.entry import EntryMachine
 from mixnet.core.relay import RelayMachine
 from mixnet.core.tracing import BlameChecked
+from mixnet.core.verdict import BlameJudged
 from mixnet.errors import BadSignature
-from mixnet.frames import Accused, Batch, BatchAck, OpenRound, RoundKeys, Trace
-from tests.mixnet.test_machines import LAYER, NOW, RELAY_ITEM, Keys, announcement, item, one
+from mixnet.frames import Accused, Batch, BatchAck, Exclude, OpenRound, RoundKeys, Trace
+from tests.mixnet.test_machines import (
+    LAYER,
+    NOW,
+    RELAY_ITEM,
+    Keys,
+    announcement,
+    item,
+    one,
+    open_entry,
+    store,
+    submit_frame,
+)
 
 R = 5
-KEYS = {name: SigningKey(bytes([i + 1]) * 32) for i, name in enumerate(("mix1", "mix2", "mix3"))}
+KEYS = {
+    name: SigningKey(bytes([i + 1]) * 32)
+    for i, name in enumerate(("mix1", "mix2", "mix3", "mix4"))
+}
 IDENTITIES = {name: bytes(key.verify_key) for name, key in KEYS.items()}
 
 
-def signing_for(name: str) -> ChunkSigning:
+NAMES = ("mix1", "mix2", "mix3", "mix4")
+
+
+def signing_for(name: str, mixes: int = 3) -> ChunkSigning:
     def sign(round_id: int, index: int, items: object) -> bytes:
         return sign_chunk(KEYS[name], chain_id="c", round_id=round_id, sender=name, index=index,
                           items=list(items))  # type: ignore[call-overload]  # fmt: skip
 
-    return ChunkSigning("c", ("mix1", "mix2", "mix3"), IDENTITIES, sign)
+    return ChunkSigning("c", NAMES[:mixes], IDENTITIES, sign)
 
 
 def signed(items: list[bytes], sender: str = "mix1", index: int = 0) -> bytes:
@@ -38,13 +57,14 @@ def batch(items: list[bytes], signature: bytes | None) -> Batch:
     return Batch(R, "mix1", 0, 1, len(items), len(items), tuple(items), 0, signature)
 
 
-def relay() -> RelayMachine:
+def relay(mixes: int = 3) -> RelayMachine:
     m = RelayMachine(
         name="mix2", predecessor="mix1", item_length=RELAY_ITEM, chunk_size=8,
-        keys=Keys("mix2", 2), hop=1, successor="mix3", signing=signing_for("mix2"),
+        keys=Keys("mix2", 2), hop=1, successor="mix3", signing=signing_for("mix2", mixes),
     )  # fmt: skip
     m.on_open_round(OpenRound(R), NOW)
-    m.on_reply(OpenRound(R), RoundKeys(R, (announcement("mix3", 3, R),)), NOW)
+    later = tuple(announcement(NAMES[i], i + 1, R) for i in range(2, mixes))
+    m.on_reply(OpenRound(R), RoundKeys(R, later), NOW)
     return m
 
 
@@ -77,9 +97,9 @@ def test_deliveries_prove_who_sent_each_item() -> None:
     assert judge(accusation, True, signing, R + 1) == "mix2"  # of another round
 
 
-def forwarded(items: list[bytes]) -> RelayMachine:
+def forwarded(items: list[bytes], mixes: int = 3) -> RelayMachine:
     """mix2 with ``items`` received (signed by mix1), peeled, mixed in order and forwarded."""
-    m = relay()
+    m = relay(mixes)
     peel = one(m.on_batch(batch(items, signed(items))), Peel)
     persist = one(m.peeled(peel.token, [i[:-LAYER] for i in items], NOW), Persist)
     mix = one(m.persisted(persist.token, NOW), Mix)
@@ -118,17 +138,63 @@ def test_an_accusation_that_does_not_hold_is_the_evidence_of_the_blame() -> None
 
 
 def test_a_blame_from_downstream_is_judged_from_its_evidence() -> None:
+    """mix2 (hop 1 of 4) hears that mix3 refused mix4's accusation: it checks the evidence
+    and names whoever it convicts."""
     items = [item(RELAY_ITEM) for _ in range(3)]
-    m = forwarded(items)
+    m = forwarded(items, mixes=4)
     m.on_trace(Trace(R), NOW)
-    evidence = Accusation(Failure.NO_OWNER, (Step(2, b"\x02" * 40, b"", b""),))
-    reply = Accused(R, blame="mix3", evidence=evidence)
+    evidence = Accusation(Failure.NO_OWNER, (Step(3, b"\x02" * 40, b"", b""),))
+    reply = Accused(R, blame="mix4", evidence=evidence)
     verify = one(m.on_reply(Trace(R), reply, NOW), Verify)
     assert isinstance(verify.token, BlameChecked) and list(verify.accusations) == [evidence]
-    # the evidence holds but carries no delivery by mix2: the accuser, mix3, is named
+    # the evidence holds but carries no delivery by mix3: the accuser, mix4, is named
     assert m.verified(verify.token, [True], NOW) == [
-        Reply(Accused(R, blame="mix3", evidence=evidence))
+        Reply(Accused(R, blame="mix4", evidence=evidence))
     ]
     # a blame without evidence is passed on as it is
-    plain = one(m.on_reply(Trace(R), Accused(R, blame="mix3"), NOW), Reply)
-    assert plain == Reply(Accused(R, blame="mix3"))
+    plain = one(m.on_reply(Trace(R), Accused(R, blame="mix4"), NOW), Reply)
+    assert plain == Reply(Accused(R, blame="mix4"))
+
+
+@pytest.mark.parametrize("hop", [1, 2, 4])
+def test_evidence_that_would_frame_this_mix_or_nobody_names_the_reporter(hop: int) -> None:
+    """Evidence at this mix's own hop, at its successor's (this mix would be the refuser,
+    and it refused nothing) or beyond the chain is the reporter's invention."""
+    m = forwarded([item(RELAY_ITEM) for _ in range(3)], mixes=4)
+    m.on_trace(Trace(R), NOW)
+    evidence = Accusation(Failure.NO_OWNER, (Step(hop, b"\x02" * 40, b"", b""),))
+    reply = Accused(R, blame="mix2", evidence=evidence)
+    assert m.on_reply(Trace(R), reply, NOW) == [Reply(Accused(R, blame="mix3"))]
+
+
+def forwarded_entry() -> EntryMachine:
+    """The entry mix of a 3-mix chain, its batch acknowledged (waiting for the verdict),
+    with chunk signing set up."""
+    m, _ = open_entry()
+    m.signing = ChunkSigning("c", NAMES[:3], IDENTITIES, None)
+    for client in ("a", "b", "c"):
+        store(m, submit_frame(client))
+    payloads = [p for sub in m.rounds[1].submissions.values() for p in sub]
+    batch = one(m.mixed(1, [payloads]), Send).frame
+    assert m.on_reply(batch, BatchAck(1, 0), NOW)[-1] == Send(Trace(1))
+    return m
+
+
+@pytest.mark.parametrize("hop", [0, 1, 3])
+def test_the_entry_mix_refuses_evidence_that_cannot_be_a_later_refusal(hop: int) -> None:
+    m = forwarded_entry()
+    evidence = Accusation(Failure.NO_OWNER, (Step(hop, b"\x02" * 40, b"", b""),))
+    (abort,) = m.on_reply(Trace(1), Accused(1, blame="mix1", evidence=evidence), NOW)
+    assert isinstance(abort, Send) and isinstance(abort.frame, Exclude)
+    assert "reported a blame its evidence does not back" in abort.frame.abort
+
+
+@pytest.mark.parametrize(("holds", "named"), [(False, "mix3"), (True, "mix3")])
+def test_the_entry_mix_judges_a_blame_from_its_evidence(holds: bool, named: str) -> None:
+    m = forwarded_entry()
+    evidence = Accusation(Failure.NO_OWNER, (Step(2, b"\x02" * 40, b"", b""),))
+    verify = one(m.on_reply(Trace(1), Accused(1, blame="mix3", evidence=evidence), NOW), Verify)
+    assert isinstance(verify.token, BlameJudged)
+    (abort,) = m.verified(verify.token, [holds], NOW)
+    assert isinstance(abort, Send) and isinstance(abort.frame, Exclude)
+    assert abort.frame.abort == f"mix {named} could not back its accusations"
