@@ -66,6 +66,7 @@ __all__ = [
     "ParameterMismatch",
     "Receipt",
     "RoundInfo",
+    "send_submission",
 ]
 
 #: Largest reply frame accepted from the entry mix or the sink, in bytes (default).
@@ -392,7 +393,10 @@ class MixnetClient:
                     frame["signature"] = signature
                     if self.token is not None:
                         frame["token"] = self.token
-                reply = await self._request_resending(link, frame, give_up)
+                await send_submission(
+                    link, frame, round_id=info.round_id, client=client, give_up=give_up,
+                    backoff=self.backoff,
+                )  # fmt: skip
             except (RoundClosed, UnknownRound):
                 if loop.time() >= give_up:
                     raise
@@ -401,30 +405,7 @@ class MixnetClient:
                 await asyncio.sleep(self.backoff.delay(attempt))
                 attempt += 1
                 continue
-            if (
-                get_int(reply, "round", min_value=0) != info.round_id
-                or get_str(reply, "client", max_length=MAX_CLIENT_ID_LENGTH) != client
-            ):
-                raise MalformedFrame("the entry mix acknowledged another submission")
             return Receipt(info.round_id, client, digest)
-
-    async def _request_resending(
-        self, link: Link, frame: dict[str, object], give_up: float
-    ) -> dict[str, object]:
-        """``link.request(frame)``, resending the identical frame after an ``internal-error``
-        (the entry mix could not store it; it says "submit it again") until ``give_up``
-        (event-loop time)."""
-        loop = asyncio.get_running_loop()
-        attempt = 0
-        while True:
-            try:
-                return await link.request(frame, expect="accepted")
-            except InternalError:
-                if loop.time() >= give_up:
-                    raise
-                await asyncio.sleep(self.backoff.delay(attempt))
-                attempt += 1
-
     def _client_id(self, client_id: str | None) -> str:
         """The client id of a submission (see :meth:`submit`)."""
         if self.credential is None:
@@ -469,3 +450,39 @@ class MixnetClient:
         """Send one frame to the sink and return its reply (``expect``: acceptable reply
         type(s), ``None`` for any). Raises as :meth:`mixnet.link.Link.request`."""
         return await self._sink.request(frame, expect=expect)
+
+
+async def send_submission(
+    link: Link,
+    frame: Mapping[str, object],
+    *,
+    round_id: int,
+    client: str,
+    give_up: float,
+    backoff: Backoff = _DEFAULT_BACKOFF,
+) -> None:
+    """Send one ``submit`` frame for ``client`` into round ``round_id`` and return once the
+    entry mix has acknowledged it: the identical frame is resent after a connection loss
+    (by ``link``) and after an ``internal-error`` (the entry mix could not store it; it says
+    "submit it again"), after a ``backoff`` delay, until ``give_up`` (event-loop time).
+
+    :raises MalformedFrame: the entry mix acknowledged another submission.
+    :raises InternalError: still refused so at ``give_up``.
+    :raises MixnetError: any other refusal (e.g. ``round-closed``), at once.
+    """
+    loop = asyncio.get_running_loop()
+    attempt = 0
+    while True:
+        try:
+            reply = await link.request(frame, expect="accepted")
+            break
+        except InternalError:
+            if loop.time() >= give_up:
+                raise
+            await asyncio.sleep(backoff.delay(attempt))
+            attempt += 1
+    if (
+        get_int(reply, "round", min_value=0) != round_id
+        or get_str(reply, "client", max_length=MAX_CLIENT_ID_LENGTH) != client
+    ):
+        raise MalformedFrame("the entry mix acknowledged another submission")

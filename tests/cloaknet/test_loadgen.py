@@ -24,11 +24,10 @@ from cloaknet.loadgen import (
     RoundMissed,
     RoundSpec,
     WrappedChunk,
-    _init_worker,
-    _wrap_task,
     chunk_sizes,
     wrap_values,
 )
+from cloaknet.loadgen_wrap import init_worker, wrap_task
 from cloaknet.localchain import local_chain
 from cloaknet.planner import plan
 from cloaknet.protocols import CloakProtocol
@@ -173,16 +172,16 @@ def test_chunk_sizes_cover_every_user(users: int, workers: int, chunk: int | Non
 
 def test_worker_task_reports_its_cpu_and_process() -> None:
     spec = RoundSpec("c", 1, (bytes(PrivateKey.generate().public_key),), cloak(4))
-    _init_worker(spec)
+    init_worker(spec)
     try:
-        chunk = _wrap_task(5, [0.1, 0.2])
+        chunk = wrap_task(5, [0.1, 0.2])
     finally:
-        _init_worker(None)  # type: ignore[arg-type]
+        init_worker(None)  # type: ignore[arg-type]
     assert chunk.start == 5 and len(chunk) == 2
     assert chunk.worker == os.getpid()
     assert 0 <= chunk.cpu_seconds <= chunk.worker_cpu_total
     with pytest.raises(RuntimeError):
-        _wrap_task(0, [0.1])
+        wrap_task(0, [0.1])
 
 
 def _offline(admission: Admission | None = None) -> CloakChain:
