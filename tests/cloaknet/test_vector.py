@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from cloaknet.errors import InputRangeError, ParameterError, ShareCountError, ShareError
-from cloaknet.protocols.vector import VectorParams, VectorSumProtocol, run_vector_round
+from cloaknet.protocols.vector import VectorParams, VectorSumProtocol
+from cloaknet.protocols.vector_round import run_vector_round
 from cloaknet.protocols.vector_rounding import (
     clip_vectors,
     conditional_round,

@@ -19,7 +19,8 @@ from cloaknet.experiments.fl.settings import FLSettings
 from cloaknet.experiments.fl.train import Training, train
 from cloaknet.experiments.output import write_csv, write_json
 from cloaknet.fl_accounting import FLPlan, gaussian_epsilon_dp_accounting, plan_fl
-from cloaknet.protocols.vector import VectorSumProtocol, run_vector_round
+from cloaknet.protocols.vector import VectorSumProtocol
+from cloaknet.protocols.vector_round import run_vector_round
 from cloaknet.randomness import SYSTEM_RANDOM, DeterministicRandom, RandomSource
 
 __all__ = ["ROUND_COLUMNS", "SUMMARY_COLUMNS", "run_fl_experiment"]

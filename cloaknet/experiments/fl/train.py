@@ -23,7 +23,8 @@ from cloaknet.experiments.fl.data import Digits, split_clients
 from cloaknet.experiments.fl.model import accuracy, client_deltas, initial_model
 from cloaknet.experiments.fl.settings import FLSettings
 from cloaknet.protocols.base import uniform_bits
-from cloaknet.protocols.vector import VectorSumProtocol, run_vector_round
+from cloaknet.protocols.vector import VectorSumProtocol
+from cloaknet.protocols.vector_round import run_vector_round
 from cloaknet.protocols.vector_rounding import clip_vectors
 from cloaknet.randomness import RandomSource
 
