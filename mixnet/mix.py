@@ -4,8 +4,11 @@ The adapter around :class:`~mixnet.core.entry.EntryMachine` or
 :class:`~mixnet.core.relay.RelayMachine`: round keys are X25519 keys from the OS CSPRNG signed
 with the mix's Ed25519 identity (held in a :class:`~mixnet.keys.RoundKeyring` that mirrors
 the store: adopted when written, dropped when erased); peeling runs in a thread pool in parts
-of :data:`PEEL_CHUNK` onions (libsodium releases the GIL); the permutation runs in a thread
-too. The entry mix also answers ``get-round``, drives the machine's timer and, on a chain
+of :data:`PEEL_CHUNK` onions (libsodium releases the GIL), and small requests — the entry
+mix's submission boxes — are peeled many per pool task (:class:`~mixnet.peeling.PeelBatcher`);
+the permutation (:func:`~mixnet.core.intake.random_permutation`, OS CSPRNG) runs in a thread
+too and yields views of the round's buffer, not copies. The entry mix also answers
+``get-round``, drives the machine's timer and, on a chain
 with ``[admission]``, checks each submission's credential, token and signature
 (:meth:`mixnet.admission.Admission.check`) before the machine sees it.
 """
@@ -15,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import secrets
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
@@ -32,9 +35,12 @@ from mixnet.blame import (
     prove_step,
     verify_accusation,
 )
+from mixnet.chunk_signature import sign_chunk
 from mixnet.core.actions import Action, Mix, Peel, Persist, Prove, Verify
+from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.entry import EntryMachine
-from mixnet.core.intake import mix_batch, split_chunks, submission_digest
+from mixnet.core.intake import random_permutation, submission_digest
+from mixnet.core.items import Items
 from mixnet.core.records import EraseKey, NewRound
 from mixnet.core.relay import RelayMachine
 from mixnet.core.rounds import RoundKey
@@ -55,6 +61,7 @@ from mixnet.keys import RoundKeyring, announce_round_key
 from mixnet.link import Link, challenge_response, system_uniform
 from mixnet.node import PREDECESSOR_FRAMES, BaseNode
 from mixnet.onion import peel_many
+from mixnet.peeling import PeelBatcher, PeelPart
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore
 
@@ -67,6 +74,8 @@ PEEL_CHUNK = 1024
 LINK_REPLY_TIMEOUT = 30.0
 #: Seconds ``get-round`` waits for a round to open before answering ``unknown-round``.
 GET_ROUND_WAIT = 30.0
+#: Seconds the timer loop waits after a change before it looks at the machine's timer again.
+TIMER_SETTLE = 0.005
 
 
 class MixNode(BaseNode):
@@ -115,6 +124,8 @@ class MixNode(BaseNode):
         self.machine: EntryMachine | RelayMachine = self._fresh_machine()
         self._peeling: dict[int, int] = {}
         self._peel_started: dict[int, float] = {}
+        self._item_length = settings.item_length_in()
+        self._batches = PeelBatcher(self.pool, settings.workers)
 
     # ------------------------------------------------------------------ the machine
 
@@ -128,6 +139,18 @@ class MixNode(BaseNode):
             public_key=bytes(key.public_key),
         )
         return RoundKey(bytes(key), announcement)
+
+    def _signing(self) -> ChunkSigning:
+        """Signing this mix's outbound chunks with its identity, and checking others'."""
+        s = self.settings
+        identity = self.identity
+
+        def sign(round_id: int, index: int, items: Sequence[bytes]) -> bytes:
+            return sign_chunk(identity, chain_id=s.chain_id, round_id=round_id,
+                              sender=s.name, index=index, items=items)  # fmt: skip
+
+        names = tuple(name for name, _ in s.mix_identities)
+        return ChunkSigning(s.chain_id, names, dict(s.mix_identities), sign)
 
     def _machine_args(self) -> dict[str, Any]:
         """What the machine of this node is built with, fresh or restored."""
@@ -144,6 +167,7 @@ class MixNode(BaseNode):
                 "successor": s.successor or "",
                 "credentials": s.admission is not None,
                 "validator": self.validator,
+                "signing": self._signing(),
             }
         assert s.predecessor is not None
         return {
@@ -157,6 +181,7 @@ class MixNode(BaseNode):
             "last": self.role is Role.LAST,
             "proven": s.ownership_proofs,
             "validator": self.validator,
+            "signing": self._signing(),
         }
 
     def _fresh_machine(self) -> EntryMachine | RelayMachine:
@@ -256,23 +281,26 @@ class MixNode(BaseNode):
             self._peel_started[r] = self.clock()
         self._peeling[r] = active + 1
         s = self.settings
-        peel_part = functools.partial(
+        peel_part: PeelPart = functools.partial(
             peel_many,
             secret_key=key,
             chain_id=s.chain_id,
             round_id=r,
             hop_index=s.hop,
-            expected_length=s.item_length_in(),
+            expected_length=self._item_length,
             split=action.split,
             proven=s.ownership_proofs and s.hop > 0,
         )
         items = action.items
-        parts = [items[i : i + PEEL_CHUNK] for i in range(0, len(items), PEEL_CHUNK)]
         loop = asyncio.get_running_loop()
         try:
-            results = await asyncio.gather(
-                *(loop.run_in_executor(self.pool, peel_part, part) for part in parts)
-            )
+            if len(items) * action.split < PEEL_CHUNK:  # e.g. a submission: peeled with others
+                results = [await self._batches.peel((r, action.split), peel_part, items)]
+            else:
+                parts = [items[i : i + PEEL_CHUNK] for i in range(0, len(items), PEEL_CHUNK)]
+                results = await asyncio.gather(
+                    *(loop.run_in_executor(self.pool, peel_part, part) for part in parts)
+                )
         finally:
             self._peeling[r] -= 1
             if self._peeling[r] == 0:
@@ -380,6 +408,9 @@ class MixNode(BaseNode):
             timeout = 1.0 if due is None else min(1.0, max(0.0, due - now))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=timeout)
+            # changes come in bursts (every write of every submission): look again at most
+            # every TIMER_SETTLE seconds, not once per change
+            await asyncio.sleep(TIMER_SETTLE)
 
     def extra_request(
         self, kind: str
@@ -430,5 +461,17 @@ class MixNode(BaseNode):
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _mix_and_cut(payloads: Sequence[bytes], chunk_size: int) -> list[list[bytes]]:
-    return split_chunks(mix_batch(payloads, secrets.randbelow), chunk_size)
+def _mix_and_cut(payloads: Sequence[bytes], chunk_size: int) -> list[Items]:
+    """The round under a uniform permutation from the OS CSPRNG
+    (:func:`~mixnet.core.intake.random_permutation`), cut in chunks of ``chunk_size``: views
+    of the round's buffer read through the permutation (nothing is copied here; each chunk
+    is gathered when it is stored or sent)."""
+    items = Items.of(payloads)
+    perm = random_permutation(len(items))
+    if len(items) < 1 << 31:
+        perm = perm.astype(np.int32)
+    mixed = items.take(perm)
+    del perm
+    return [mixed[i : i + chunk_size] for i in range(0, len(mixed), chunk_size)] or [
+        Items.empty(items.width)
+    ]

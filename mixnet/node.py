@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http
-import json
 import logging
 import secrets
 import ssl
@@ -54,7 +53,6 @@ from mixnet.core.actions import (
     Send,
     Verify,
 )
-from mixnet.core.records import NewRound, SetRound
 from mixnet.core.status import TERMINAL, Role, RoundStatus
 from mixnet.errors import (
     InternalError,
@@ -76,6 +74,12 @@ from mixnet.limits import ConnectionGuard
 from mixnet.link import CLOSE_TIMEOUT, Link
 from mixnet.logs import quiet_logger, round_extra
 from mixnet.metrics import NodeMetrics
+from mixnet.node_http import (
+    STATUS_HISTORY,
+    RoundTimes,
+    guarded_connection,
+    json_response,
+)
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore, StoreError
 from mixnet.tls import check_server_tls
@@ -86,8 +90,6 @@ __all__ = ["HTTP_ROUTES", "PREDECESSOR_FRAMES", "STOP_TIMEOUT", "BaseNode"]
 
 log = logging.getLogger("mixnet")
 
-#: Rounds kept in ``/status``'s history.
-STATUS_HISTORY = 32
 #: Frames only the authenticated predecessor may send (what relays and the sink take).
 PREDECESSOR_FRAMES = frozenset({"open-round", "abort-round", "batch", "trace", "exclude"})
 #: The HTTP GET routes every node serves, with what they return.
@@ -99,8 +101,9 @@ HTTP_ROUTES: tuple[tuple[str, str], ...] = (
 #: Seconds :meth:`BaseNode.stop` waits for the server's connections to close before it
 #: drops the rest.
 STOP_TIMEOUT = 1.5
-#: Most rounds whose timings are kept for ``/status`` (older ones are forgotten).
-_TIMES_KEPT = 2 * STATUS_HISTORY
+#: Seconds a small group of writes at the entry mix waits for more to share its commit
+#: (:class:`~mixnet.writer.StoreWriter`'s ``window``).
+COMMIT_WINDOW = 0.002
 
 Outcome = list[Action] | MixnetError
 
@@ -130,7 +133,12 @@ class BaseNode:
         self.link = link
         self.metrics = NodeMetrics(settings.name, settings.hop, self.role.value)
         self.writer: StoreWriter[Outcome] = StoreWriter(
-            store, self._committed, name=settings.name
+            store,
+            self._committed,
+            name=settings.name,
+            # many clients write at the entry mix at once; later nodes store one chunk at a
+            # time, which its sender waits for
+            window=COMMIT_WINDOW if settings.hop == 0 else 0.0,
         )
         self.guard = ConnectionGuard(settings.connection_limits, self.metrics.refuse)
         self.server: Server | None = None
@@ -142,8 +150,10 @@ class BaseNode:
         self._challenges: dict[ServerConnection, bytes] = {}
         self._peers: dict[ServerConnection, str] = {}
         self._changed = asyncio.Event()
-        self._round_times: dict[int, dict[str, float]] = {}
+        self._round_times = RoundTimes(self.metrics)
         self._stopping = False
+        self._max_frame = settings.max_frame()
+        self._limits = settings.limits()
 
     # ------------------------------------------------------------------ machine hooks
 
@@ -220,7 +230,7 @@ class BaseNode:
             max_queue=4,
             open_timeout=limits.handshake_seconds,  # also the TLS handshake's, with ssl
             close_timeout=CLOSE_TIMEOUT,
-            create_connection=_guarded_connection(self.guard),
+            create_connection=guarded_connection(self.guard),
             logger=quiet_logger("websockets.server"),
             ssl=tls,
         )
@@ -322,17 +332,28 @@ class BaseNode:
             return exc
 
     async def execute(
-        self, actions: Sequence[Action], reply: asyncio.Future[Frame] | None = None
+        self,
+        actions: Sequence[Action],
+        reply: asyncio.Future[Frame] | None = None,
+        *,
+        detach: bool = False,
     ) -> None:
         """Carry out ``actions`` (already emitted) in order, and what the machine returns
         for their outcomes. A :class:`Reply` resolves ``reply``; a refusal by the machine
-        resolves it with the error (or is logged if the request was answered already)."""
+        resolves it with the error (or is logged if the request was answered already).
+        With ``detach``, return as soon as ``reply`` is resolved: the rest goes on in a
+        background task (a request is answered without waiting for the work it started)."""
         queue = deque(actions)
         try:
             while queue:
                 action = queue.popleft()
                 more = await self._do(action, reply)
                 queue.extendleft(reversed(more))
+                if detach and queue and reply is not None and reply.done():
+                    rest = list(queue)
+                    queue.clear()
+                    self.spawn(self.execute(rest), "work after a reply")
+                    return
         except MixnetError as exc:
             if reply is not None and not reply.done():
                 reply.set_exception(exc)
@@ -388,7 +409,7 @@ class BaseNode:
         assert self.link is not None
         try:
             raw = await self.link.request(to_wire(frame))
-            reply = parse_reply(raw, self.settings.limits())
+            reply = parse_reply(raw, self._limits)
         except MixnetError as exc:
             if self._stopping:
                 raise
@@ -408,47 +429,12 @@ class BaseNode:
     # ------------------------------------------------------------------ metrics
 
     def _note_writes(self, persist: Persist) -> None:
-        now = self.clock()
-        for write in persist.writes:
-            if isinstance(write, NewRound):
-                self._round_times.setdefault(write.round_id, {})["opened"] = now
-            elif isinstance(write, SetRound) and write.status is not None:
-                times = self._round_times.setdefault(write.round_id, {})
-                if write.status is RoundStatus.CLOSED:
-                    times["closed"] = now
-                elif write.status is RoundStatus.MIXED:
-                    times["mixed"] = now
-                elif write.status is RoundStatus.FORWARDED and "mixed" in times:
-                    times["forward_seconds"] = now - times["mixed"]
-                elif write.status is RoundStatus.RELEASED:
-                    times["released"] = now
-                if write.status in TERMINAL:
-                    if write.status is RoundStatus.CONFIRMED and "released" in times:
-                        # the last mix forwards after the trace
-                        times["forward_seconds"] = now - times["released"]
-                    elif "mixed" in times and "forward_seconds" in times:
-                        times["trace_seconds"] = now - times["mixed"] - times["forward_seconds"]
-                    self._finished(write.round_id, write.status, times, now)
-
-    def _finished(
-        self, round_id: int, status: RoundStatus, times: dict[str, float], now: float
-    ) -> None:
-        closed, opened = times.get("closed"), times.get("opened")
-        self.metrics.round_finished(
-            status.value,
-            messages=int(times.get("messages", 0)),
-            dropped=int(times.get("dropped", 0)),
-            hop_seconds=None if closed is None else now - closed,
-            round_seconds=None if opened is None else now - opened,
-        )
-        times["finished"] = now
-        while len(self._round_times) > _TIMES_KEPT:  # bounded, oldest rounds first
-            del self._round_times[min(self._round_times)]
-        self._update_gauges()
+        if self._round_times.note_writes(persist, self.clock()):
+            self._update_gauges()
 
     def note(self, round_id: int, **values: float) -> None:
         """Record per-round numbers shown in ``/status`` (messages, dropped, timings)."""
-        self._round_times.setdefault(round_id, {}).update(values)
+        self._round_times.note(round_id, **values)
 
     def _update_gauges(self) -> None:
         statuses = self.round_statuses()
@@ -502,7 +488,7 @@ class BaseNode:
         try:
             if not isinstance(message, bytes):
                 raise MalformedFrame("frames must be binary msgpack")
-            raw = decode_frame(message, max_size=self.settings.max_frame())
+            raw = decode_frame(message, max_size=self._max_frame)
             kind = get_str(raw, "type", max_length=32)
             if kind == "submit" and self.guard.submitted(conn):
                 self._closing.add(conn)  # answered, then closed (mixnet.limits)
@@ -519,7 +505,7 @@ class BaseNode:
                 raise UnexpectedFrameType(f"{self.settings.name} does not handle {kind!r}")
             if kind in PREDECESSOR_FRAMES:
                 self._require_predecessor(conn)  # before looking inside the frame
-            frame = parse_request(kind, raw, self.settings.limits())
+            frame = parse_request(kind, raw, self._limits)
             return await self._serve(frame)
         except MixnetError as exc:
             self.metrics.error(exc.code)
@@ -538,11 +524,11 @@ class BaseNode:
 
     async def _serve(self, frame: Frame) -> dict[str, object]:
         """Run the machine on a request and answer once it replies (the rest of the work
-        it started goes on in the background)."""
+        it started goes on in the background). The work up to the reply runs in the
+        connection's own task: no task and no wait per request."""
         actions = self.emit(self.handle(frame))
         reply: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
-        work = self.spawn(self.execute(actions, reply), f"serving {type(frame).__name__}")
-        await asyncio.wait({reply, work}, return_when=asyncio.FIRST_COMPLETED)
+        await self.execute(actions, reply, detach=True)
         if not reply.done():
             raise InternalError("the node gave no answer")
         return to_wire(reply.result())
@@ -609,7 +595,7 @@ class BaseNode:
             return conn.respond(http.HTTPStatus.OK, "ok\n")
         if path == "/status":
             log.debug("%s: status probe", self.settings.name)
-            return _json_response(conn, 200, self.status())
+            return json_response(conn, 200, self.status())
         if path == "/metrics":
             log.debug("%s: metrics probe", self.settings.name)
             self._update_gauges()
@@ -620,29 +606,6 @@ class BaseNode:
             return response
         routed = await self.routes(path)
         if routed is not None:
-            return _json_response(conn, routed[0], routed[1])
+            return json_response(conn, routed[0], routed[1])
         return conn.respond(http.HTTPStatus.NOT_FOUND, "not found\n")
 
-
-def _guarded_connection(guard: ConnectionGuard) -> type[ServerConnection]:
-    """A :class:`ServerConnection` class whose connections pass ``guard`` the moment the
-    TCP connection is accepted (after the TLS handshake on a ``wss://`` node) and leave it
-    when the socket is closed."""
-
-    class GuardedConnection(ServerConnection):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)
-            guard.admit(self)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            super().connection_lost(exc)
-            guard.release(self)
-
-    return GuardedConnection
-
-
-def _json_response(conn: ServerConnection, status: int, body: object) -> Response:
-    response = conn.respond(http.HTTPStatus(status), json.dumps(body, indent=2) + "\n")
-    del response.headers["Content-Type"]
-    response.headers["Content-Type"] = "application/json"
-    return response

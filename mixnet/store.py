@@ -77,7 +77,7 @@ from mixnet.store_rows import (
 __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "SECRET_KEY_LENGTH", "NodeStore", "StoreError"]
 
 #: Version of the schema this module writes; a database with another version is refused.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Seconds a write waits for a lock held by another connection before failing.
 BUSY_TIMEOUT = 10.0
 
@@ -243,10 +243,14 @@ class NodeStore:
         in a ``SAVEPOINT``: one the database refuses is rolled back alone and the others
         still commit. Refusals: ``NewRound`` of an existing round; ``SetRound``, ``EraseKey``,
         ``AddSubmission``, ``AddChunk``, ``PutOutbound`` or ``PutResult`` of a missing round;
-        ``AddSubmission`` of a client with a submission or receipt in the round;
+        ``AddSubmission`` of a client with a receipt in the round (every stored submission has
+        one, until ``ForgetReceipts``);
         ``PutOutbound`` when the round has an outbound batch; ``AckOutbound`` of a missing
         outbound chunk. ``AddChunk`` of a stored ``(round, sender, index)`` keeps the stored
         chunk; the ``Drop*``/``ForgetReceipts`` writes of nothing are no-ops.
+        Groups of the same plain inserts (one submission each, the entry mix's common case)
+        run as one ``executemany`` per statement, falling back to group by group when the
+        database refuses any row, with the same results.
 
         If the transaction as a whole fails (the database is locked or read-only, an I/O
         error, including on ``COMMIT``), nothing is stored and every entry is a
@@ -268,13 +272,11 @@ class NodeStore:
         conn = self._connection()
         if not prepared:
             return []
-        results: list[StoreError | None] = []
-        erased = False
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for stmts, erasing in prepared:
-                results.append(self._apply_group(conn, stmts))
-                erased |= erasing and results[-1] is None
+            results = self._apply_merged(conn, [stmts for stmts, _ in prepared])
+            if results is None:
+                results = [self._apply_group(conn, stmts) for stmts, _ in prepared]
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback(conn)
@@ -282,9 +284,51 @@ class NodeStore:
         except BaseException:
             self._rollback(conn)
             raise
+        erased = any(
+            erasing and result is None
+            for (_, erasing), result in zip(prepared, results, strict=True)
+        )
         if erased or self._checkpoint_due:
             self._checkpoint(conn)
         return results
+
+    @staticmethod
+    def _apply_merged(
+        conn: sqlite3.Connection, groups: Sequence[Sequence[Statement]]
+    ) -> list[StoreError | None] | None:
+        """The fast path of a group commit: when every non-empty group is the same list of
+        plain ``INSERT`` statements (e.g. one submission each), run each statement once for
+        all groups (``executemany``) in one savepoint. Returns every group committed, or
+        ``None`` — having changed nothing — when the groups do not have that shape or the
+        database refused a row (the caller then applies group by group and reports which).
+
+        :raises sqlite3.Error: a failure other than a refusal (it ends the transaction).
+        """
+        busy = [group for group in groups if group]
+        if len(busy) < 2:
+            return None
+        shape = [statement.sql for statement in busy[0]]
+        for group in busy:
+            if len(group) != len(shape):
+                return None
+            for statement, sql in zip(group, shape, strict=True):
+                if (
+                    statement.sql != sql
+                    or statement.rows is not None
+                    or statement.need_row
+                    or not sql.startswith("INSERT")
+                ):
+                    return None
+        conn.execute("SAVEPOINT merged")
+        try:
+            for k, sql in enumerate(shape):
+                conn.executemany(sql, [group[k].params for group in busy])
+        except sqlite3.IntegrityError:
+            conn.execute("ROLLBACK TO merged")
+            conn.execute("RELEASE merged")
+            return None
+        conn.execute("RELEASE merged")
+        return [None] * len(groups)
 
     @staticmethod
     def _apply_group(conn: sqlite3.Connection, group: Sequence[Statement]) -> StoreError | None:

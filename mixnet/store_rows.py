@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 import msgpack
 
+from mixnet.core.items import Items
 from mixnet.core.records import (
     AckOutbound,
     AddChunk,
@@ -62,7 +63,10 @@ Row = tuple[object, ...]
 T = TypeVar("T")
 
 
-#: The tables of schema version 3 (:data:`mixnet.store.SCHEMA_VERSION`).
+#: The tables of schema version 4 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
+#: version 3's index on ``submissions (round_id, client)``: the receipt every submission is
+#: stored with (``receipts``' primary key) already refuses a second one, and the index cost
+#: a random B-tree page per submission.
 SCHEMA = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -84,8 +88,7 @@ CREATE TABLE submissions (
     digest      BLOB NOT NULL,
     item_length INTEGER NOT NULL,
     item_count  INTEGER NOT NULL,
-    payloads    BLOB NOT NULL,
-    UNIQUE (round_id, client)
+    payloads    BLOB NOT NULL
 );
 CREATE TABLE receipts (
     round_id INTEGER NOT NULL REFERENCES rounds (round_id),
@@ -140,7 +143,8 @@ class CorruptRow(Exception):
 class Statement:
     """One SQL statement of a write, and how to report the database refusing it.
 
-    ``rows`` (for ``executemany``) replaces ``params`` when not ``None``. ``duplicate`` is the
+    ``rows`` (for ``executemany``, iterated once, possibly lazily) replaces ``params`` when
+    not ``None``. ``duplicate`` is the
     message when a UNIQUE or PRIMARY KEY constraint fails; ``missing`` the message when the
     round a row refers to does not exist (a FOREIGN KEY constraint fails) or, with
     ``need_row``, when the statement changed no row.
@@ -148,7 +152,7 @@ class Statement:
 
     sql: str
     params: Row = ()
-    rows: tuple[Row, ...] | None = None
+    rows: Iterable[Row] | None = None
     duplicate: str = "the row already exists"
     missing: str = "the round does not exist"
     need_row: bool = False
@@ -208,12 +212,17 @@ def check_sequence(value: object, what: str) -> Sequence[object]:
     return value
 
 
-def _pack(payloads: object, what: str = "payloads") -> tuple[bytes, int, int]:
-    """Return ``(blob, item_length, item_count)`` for a sequence of equal-length bytes.
+def _pack(payloads: object, what: str = "payloads") -> tuple[bytes | memoryview, int, int]:
+    """Return ``(blob, item_length, item_count)`` for a sequence of equal-length bytes (an
+    :class:`~mixnet.core.items.Items` gives its buffer as it is, without a copy per item).
 
     An empty sequence packs to ``(b"", 0, 0)``. :raises TypeError: not a sequence of bytes.
     :raises ValueError: the lengths differ.
     """
+    if isinstance(payloads, Items):
+        if not payloads:
+            return b"", 0, 0
+        return payloads.buffer(), payloads.width, len(payloads)
     items = check_sequence(payloads, what)
     if not all(isinstance(item, bytes) for item in items):
         raise TypeError(f"every item of {what} must be bytes")
@@ -407,7 +416,7 @@ def _add_chunk(r: int, chunk: object, missing: str) -> tuple[Statement, ...]:
     return (Statement(sql, row, missing=missing),)
 
 
-def _inputs(chunk: Chunk) -> tuple[bytes, int]:
+def _inputs(chunk: Chunk) -> tuple[bytes | memoryview, int]:
     """``(blob, input_length)`` of a chunk's inputs: none, or one per payload."""
     blob, length, count = _pack(chunk.inputs, "inputs")
     if count not in (0, len(chunk.payloads)):
@@ -421,7 +430,7 @@ def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, 
         raise TypeError(f"batch must be an OutboundBatch, not {type(batch).__name__}")
     clients = check_int(batch.clients, "clients")
     count = check_int(batch.count, "count")
-    rows: list[Row] = []
+    parts: list[tuple[int, Items | bytes | memoryview, int, int]] = []
     lengths: set[int] = set()
     total = 0
     for i, part in enumerate(check_sequence(batch.chunks, "chunks")):
@@ -429,11 +438,21 @@ def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, 
             raise TypeError(f"chunks must be OutboundChunk, not {type(part).__name__}")
         if part.index != i or part.acked is not False:
             raise ValueError("outbound chunks must be indexed 0, 1, ... and not acknowledged")
-        blob, length, items = _pack(part.payloads, f"chunks[{i}].payloads")
+        data: Items | bytes | memoryview
+        if isinstance(part.payloads, Items) and part.payloads:
+            # gathered only when its row is written: one chunk in memory at a time
+            data, length, items = part.payloads, part.payloads.width, len(part.payloads)
+        else:
+            data, length, items = _pack(part.payloads, f"chunks[{i}].payloads")
         if items:
             lengths.add(length)
         total += items
-        rows.append((r, i, blob, length, items))
+        parts.append((i, data, length, items))
+
+    def rows() -> Iterator[Row]:
+        for i, data, length, items in parts:
+            yield (r, i, data.buffer() if isinstance(data, Items) else data, length, items)
+
     if len(lengths) > 1:
         raise ValueError("all payloads of an outbound batch must have the same length")
     if total != count:
@@ -448,7 +467,7 @@ def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, 
         Statement(
             "INSERT INTO outbound_chunks (round_id, idx, payloads, item_length, item_count)"
             " VALUES (?, ?, ?, ?, ?)",
-            rows=tuple(rows),
+            rows=rows(),
         ),
     )
 
@@ -463,8 +482,8 @@ def stored_int(value: object) -> int:
     return value
 
 
-def unpack(blob: object, item_length: object, item_count: object) -> tuple[bytes, ...]:
-    """Split a stored blob into ``item_count`` items of ``item_length`` bytes.
+def unpack(blob: object, item_length: object, item_count: object) -> Items:
+    """The ``item_count`` items of ``item_length`` bytes in a stored blob, as a view of it.
 
     :raises CorruptRow: wrong types, negative numbers or ``len(blob) != length * count``.
     """
@@ -477,9 +496,7 @@ def unpack(blob: object, item_length: object, item_count: object) -> tuple[bytes
         and len(blob) == item_length * item_count
     ):
         raise CorruptRow("a payload list's blob length does not match")
-    if item_length == 0:
-        return (b"",) * item_count
-    return tuple(blob[i : i + item_length] for i in range(0, len(blob), item_length))
+    return Items.from_bytes(blob, item_length, item_count)
 
 
 def _announcements(blob: object) -> tuple[RoundKeyAnnouncement, ...]:
@@ -531,7 +548,7 @@ def _digests(value: object) -> bytes:
 def submission_from_row(row: Row) -> Submission:
     """Rebuild ``(client, digest, item_length, item_count, payloads)``."""
     client, digest, length, count, blob = row
-    return Submission(_as(str, client), _as(bytes, digest), unpack(blob, length, count))
+    return Submission(_as(str, client), _as(bytes, digest), tuple(unpack(blob, length, count)))
 
 
 def chunk_from_row(row: Row) -> Chunk:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from mixnet.core.actions import Action, Persist, Reply
-from mixnet.core.intake import ITEM_DIGEST_LENGTH, BatchIntake
+from mixnet.core.intake import BatchIntake
+from mixnet.core.items import Items
 from mixnet.core.records import AddChunk, Chunk, NodeRecords
 from mixnet.core.rounds import RoundState
 from mixnet.core.status import Role, RoundStatus, advance
@@ -113,6 +115,9 @@ class ChunkReceiver:
             batch.index, batch.chunks, batch.clients, batch.count, len(batch.payloads)
         )
         st.in_flight.add(batch.index)
+        # a relay that keeps the received chunk (signed) already holds these inputs
+        held = batch.index in st.received
+        outputs, sources = st.batch.keep(batch.index, kept, inputs, share_inputs=held)
         chunk = Chunk(
             sender=batch.sender,
             index=batch.index,
@@ -120,9 +125,9 @@ class ChunkReceiver:
             clients=batch.clients,
             count=batch.count,
             dropped=dropped,
-            payloads=tuple(kept),
+            payloads=outputs,
             digests=digests,
-            inputs=tuple(inputs),
+            inputs=sources if len(sources) else (),
             excluded=batch.excluded,
         )
         return [
@@ -186,10 +191,21 @@ class ChunkReceiver:
         assert st.batch is not None
         st.status = advance(self.role, st.status, RoundStatus.CLOSED)
         st.clients = st.batch.clients or 0
-        payloads = [p for i in sorted(st.chunk_payloads) for p in st.chunk_payloads[i]]
-        return self._batch_complete(st, payloads)
+        order = sorted(st.chunk_payloads)
+        payloads = st.batch.outputs_in_order(order)
+        if payloads is None:  # chunks read back after a restart: one copy
+            payloads = Items.of([p for i in order for p in st.chunk_payloads[i]])
+        else:
+            st.chunk_payloads.update(
+                (i, view) for i, view in st.batch.output_views().items() if i in st.chunk_payloads
+            )
+        st.batch.seen.clear()  # the replay filter is done with
+        # the batch is handed on as a Sequence; RelayMachine._batch_complete declares
+        # list[bytes] but only passes it to _start_mix, which takes any Sequence[bytes]
+        return self._batch_complete(st, cast("list[bytes]", payloads))
 
     def _batch_complete(self, st: RoundState, payloads: list[bytes]) -> list[Action]:
+        """The whole batch is stored: ``payloads`` (a ``Sequence[bytes]``, in chunk order)."""
         raise NotImplementedError
 
     def _restore_intake(self, st: RoundState, records: NodeRecords) -> bool:
@@ -209,6 +225,5 @@ class ChunkReceiver:
                 chunk.dropped,
             )
             self._keep(st, chunk)
-            for i in range(0, len(chunk.digests), ITEM_DIGEST_LENGTH):
-                st.batch.seen.setdefault(chunk.digests[i : i + ITEM_DIGEST_LENGTH], chunk.index)
+            st.batch.seen.setdefault_many(chunk.digests, chunk.index)
         return st.batch.complete

@@ -11,20 +11,30 @@ The round machines (:mod:`mixnet.core.entry`, :mod:`mixnet.core.relay`,
   policy.
 * :class:`BatchIntake` — every later node's round (mixes and the sink): the predecessor's
   batch arriving in numbered chunks, deduplicated by (round, sender, chunk) and checked for
-  consistent counts.
+  consistent counts; it holds the round's replay filter (:class:`~mixnet.core.digests.
+  ReplayFilter`) and the arenas its kept items are stored in (:class:`~mixnet.core.items.
+  RowArena`: one buffer per round, not one object per item).
 
-:func:`drop_replays` drops replayed ciphertexts; :func:`mix_batch` applies a uniform
-permutation.
+:func:`drop_replays` (:func:`filter_replays`, :func:`replay_positions`) drops replayed
+ciphertexts; :func:`mix_batch` applies a uniform permutation drawn with an injected
+``randbelow``, :func:`random_permutation` one drawn from random bytes (the OS CSPRNG by
+default), vectorized, for whole rounds.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
+from mixnet.core.digests import ReplayFilter, split_digests
+from mixnet.core.items import Items, RowArena
 from mixnet.core.policy import RoundPolicy
 from mixnet.errors import (
     BadLength,
@@ -42,8 +52,11 @@ __all__ = [
     "ChunkOutcome",
     "EntryIntake",
     "drop_replays",
+    "filter_replays",
     "item_digest",
     "mix_batch",
+    "random_permutation",
+    "replay_positions",
     "split_chunks",
     "submission_digest",
     "uniform_permutation",
@@ -51,6 +64,10 @@ __all__ = [
 
 
 RandBelow = Callable[[int], int]
+RandBytes = Callable[[int], bytes]
+#: Most digests a batch's replay filter makes room for up front (the batch's declared count
+#: comes from the predecessor; beyond this the filter grows as items arrive).
+RESERVE_LIMIT = 1 << 26
 
 
 def submission_digest(box: bytes) -> bytes:
@@ -208,6 +225,11 @@ class BatchIntake:
     The first chunk fixes ``chunks``, ``clients`` and ``count``; later chunks must agree.
     Chunks being stored (:meth:`reserve` → :meth:`record` or :meth:`release`) count too, so
     chunks in flight together can never exceed the batch's declared count or disagree.
+
+    :meth:`keep` copies a chunk's kept items into the round's arenas (``outputs``: what the
+    node forwards or delivers; ``inputs``: at a mix, the ciphertexts they were peeled from),
+    which the first chunk sizes for the batch's declared count (pages are used only as rows
+    are written). The arenas outlive the intake: the views :meth:`keep` returns hold them.
     """
 
     round_id: int
@@ -219,9 +241,13 @@ class BatchIntake:
     received: dict[int, int] = field(default_factory=dict)  # chunk index -> items it carried
     dropped: int = 0
     #: hash of each incoming item of the round -> the chunk index it first arrived in
-    seen: dict[bytes, int] = field(default_factory=dict)
+    seen: ReplayFilter = field(default_factory=ReplayFilter)
     #: chunks being stored: index -> (chunks, clients, count, items it carried)
     pending: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    outputs: RowArena | None = None
+    inputs: RowArena | None = None
+    #: chunk index -> (first row, rows) of its kept outputs in ``outputs``
+    output_rows: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def _shape(self) -> tuple[int, int, int] | None:
         if self.chunks is not None:
@@ -264,10 +290,62 @@ class BatchIntake:
         if index in self.received:
             return False
         self._agrees(index, chunks, clients, count, len(payloads))
+        length = self.payload_length
         for i, payload in enumerate(payloads):
-            if not isinstance(payload, bytes) or len(payload) != self.payload_length:
-                raise BadLength(f"payload {i} must be {self.payload_length} bytes")
+            if not isinstance(payload, bytes) or len(payload) != length:
+                raise BadLength(f"payload {i} must be {length} bytes")
+        if self._shape() is None and not self.received:
+            self.seen.reserve(min(count, RESERVE_LIMIT))  # the first chunk: size the filter
         return True
+
+    def keep(
+        self,
+        index: int,
+        outputs: Sequence[bytes],
+        inputs: Sequence[bytes] = (),
+        *,
+        share_inputs: bool = False,
+    ) -> tuple[Items, Sequence[bytes]]:
+        """Copy chunk ``index``'s kept ``outputs`` (and the ``inputs`` they came from,
+        aligned, or none) into the round's arenas; return them as kept (read-only views of
+        the arenas, or the inputs themselves as described next). Inputs
+        given as :class:`~mixnet.core.items.Items` (e.g. a view of the received chunk the
+        node keeps anyway) are kept as they are, not copied; so are the ``bytes`` objects of
+        ``inputs`` with ``share_inputs`` (the node holds them anyway, e.g. the received chunk
+        it keeps as signed: a copy would only add memory). Call it after :meth:`reserve`
+        (which fixes the batch's count the arenas are sized for).
+
+        :raises ValueError, TypeError: items of unequal lengths, or not bytes.
+        """
+        out = Items.of(outputs)
+        if share_inputs and not isinstance(inputs, Items):
+            shared = tuple(inputs)
+            if shared and len(shared) != len(out):
+                raise ValueError("a chunk keeps one input per output, or none")
+            return self._keep_outputs(index, out), shared
+        into = Items.of(inputs)
+        if into and len(into) != len(out):
+            raise ValueError("a chunk keeps one input per output, or none")
+        out = self._keep_outputs(index, out)
+        if into and not isinstance(inputs, Items):
+            hint = self._hint()
+            if self.inputs is None or self.inputs.width != into.width:
+                self.inputs = RowArena(into.width, hint)
+            into = self.inputs.append(into)
+        return out, into
+
+    def _hint(self) -> int:
+        shape = self._shape()
+        return min(shape[2] if shape is not None else 0, RESERVE_LIMIT)
+
+    def _keep_outputs(self, index: int, out: Items) -> Items:
+        if not out:
+            return out
+        if self.outputs is None or self.outputs.width != out.width:
+            self.outputs = RowArena(out.width, self._hint())
+            self.output_rows.clear()
+        self.output_rows[index] = (len(self.outputs), len(out))
+        return self.outputs.append(out)
 
     def reserve(self, index: int, chunks: int, clients: int, count: int, size: int) -> None:
         """Count a checked chunk of ``size`` items as being stored.
@@ -296,6 +374,37 @@ class BatchIntake:
         self.dropped += dropped
         return "complete" if self.complete else "stored"
 
+    def outputs_in_order(self, indices: Sequence[int]) -> Items | None:
+        """The kept outputs of chunks ``indices`` (in that order) as one ``Items`` over the
+        round's arena, without copying; ``None`` if some were not kept through :meth:`keep`
+        (e.g. chunks read back after a restart)."""
+        if self.outputs is None or any(i not in self.output_rows for i in indices):
+            return None
+        rows = [self.output_rows[i] for i in indices]
+        everything = self.outputs.items()
+        at = 0
+        for start, count in rows:
+            if start != at:
+                break
+            at += count
+        else:
+            if at == len(everything):
+                return everything
+        index = np.concatenate(
+            [np.arange(start, start + count, dtype=np.intp) for start, count in rows]
+            or [np.zeros(0, dtype=np.intp)]
+        )
+        return everything.take(index)
+
+    def output_views(self) -> dict[int, Items]:
+        """Chunk index → its kept outputs, as views of the arena as it is now (after
+        :meth:`outputs_in_order` merged its blocks: views of the old blocks keep them
+        mapped, these do not)."""
+        if self.outputs is None:
+            return {}
+        everything = self.outputs.items()
+        return {i: everything[s : s + n] for i, (s, n) in self.output_rows.items()}
+
     @property
     def complete(self) -> bool:
         return self.chunks is not None and len(self.received) == self.chunks
@@ -306,7 +415,8 @@ class BatchIntake:
 
 
 def uniform_permutation(size: int, randbelow: RandBelow = secrets.randbelow) -> list[int]:
-    """A uniformly random permutation of range(size): Fisher–Yates with exact ``randbelow``."""
+    """A uniformly random permutation of range(size): Fisher–Yates with exact ``randbelow``.
+    (For a whole round use :func:`random_permutation`, which is vectorized.)"""
     perm = list(range(size))
     for i in range(size - 1, 0, -1):
         j = randbelow(i + 1)
@@ -314,28 +424,82 @@ def uniform_permutation(size: int, randbelow: RandBelow = secrets.randbelow) -> 
     return perm
 
 
-def drop_replays(
-    items: Sequence[bytes], seen: dict[bytes, int], chunk: int
-) -> tuple[list[bytes], int]:
-    """Drop the items of chunk number ``chunk`` that replay an item of another chunk of the
-    round (their hash is in ``seen`` under another index) or repeat within ``items`` (the
-    first copy is kept); record the kept items in ``seen``. Returns (kept, number dropped).
+def random_permutation(size: int, randbytes: RandBytes = os.urandom) -> npt.NDArray[np.intp]:
+    """A uniformly random permutation of ``range(size)`` as an index array, exactly.
+
+    Each position gets an independent uniform 64-bit key from ``randbytes`` (the OS CSPRNG
+    by default); the permutation sorts the keys. Given that the keys are distinct, every
+    order of them is equally likely, so the permutation is uniform; if any two keys are
+    equal (probability below ``size**2 / 2**65``) all keys are drawn again, so no tie is
+    ever broken by position. No modulo, no floating point, no seeded generator.
+
+    :raises ValueError: ``size < 0``.
+    """
+    if size < 0:
+        raise ValueError("size must be >= 0")
+    while True:
+        keys = np.frombuffer(randbytes(8 * size), dtype=np.uint64)
+        if keys.shape[0] != size:
+            raise ValueError("randbytes returned the wrong number of bytes")
+        order = np.argsort(keys)
+        ordered = keys[order]
+        tie = bool(size > 1 and np.any(ordered[1:] == ordered[:-1]))
+        del keys, ordered
+        if not tie:
+            return order
+
+
+def replay_positions(
+    items: Sequence[bytes], seen: ReplayFilter | dict[bytes, int], chunk: int
+) -> tuple[list[int], bytes]:
+    """Which items of chunk number ``chunk`` to keep: not a replay of an item of another
+    chunk of the round (its hash is in ``seen`` under another index) and not a repeat within
+    ``items`` (the first copy is kept). Records the kept items in ``seen``; returns their
+    positions in ``items`` (ascending) and the concatenated :func:`item_digest` of the items
+    this call added to ``seen`` — each item is hashed once.
 
     Deterministic: a retransmitted copy of the same chunk keeps exactly what the first copy
     kept. Use it on *ciphertexts* arriving at a mix: two equal onions are a replay. Never on
     plaintext payloads, where equal values are legitimate.
     """
-    kept: list[bytes] = []
+    hashes = [_item_hash(item) for item in items]
+    if isinstance(seen, ReplayFilter):
+        hi, lo = split_digests(hashes)
+        owners = seen.owners(hi, lo)
+    else:
+        owners = [seen.get(h, -1) for h in hashes]
+    positions: list[int] = []
+    new: list[bytes] = []
     local: set[bytes] = set()
-    for item in items:
-        h = _item_hash(item)
-        owner = seen.get(h)
-        if h in local or (owner is not None and owner != chunk):
+    for position, (h, owner) in enumerate(zip(hashes, owners, strict=True)):
+        if h in local or (owner != -1 and owner != chunk):
             continue
         local.add(h)
-        seen[h] = chunk
-        kept.append(item)
-    return kept, len(items) - len(kept)
+        positions.append(position)
+        if owner == -1:
+            new.append(h)
+    if isinstance(seen, ReplayFilter):
+        hi, lo = split_digests(new)
+        seen.add_new(hi, lo, chunk)
+    else:
+        seen.update(dict.fromkeys(new, chunk))
+    return positions, b"".join(new)
+
+
+def filter_replays(
+    items: Sequence[bytes], seen: ReplayFilter | dict[bytes, int], chunk: int
+) -> tuple[list[bytes], int, bytes]:
+    """:func:`replay_positions` as (the kept items, the number dropped, the digests)."""
+    positions, digests = replay_positions(items, seen, chunk)
+    return [items[i] for i in positions], len(items) - len(positions), digests
+
+
+def drop_replays(
+    items: Sequence[bytes], seen: ReplayFilter | dict[bytes, int], chunk: int
+) -> tuple[list[bytes], int]:
+    """:func:`filter_replays` without the digests: (kept, number dropped)."""
+    kept, dropped, _ = filter_replays(items, seen, chunk)
+    return kept, dropped
 
 
 def mix_batch(payloads: Sequence[bytes], randbelow: RandBelow = secrets.randbelow) -> list[bytes]:

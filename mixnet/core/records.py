@@ -5,11 +5,16 @@ actions holding :data:`Write` values, which the store applies in one transaction
 (:meth:`mixnet.store.NodeStore.apply`) and an in-memory test store applies to dicts. After a
 restart a machine is rebuilt from a :class:`NodeRecords` snapshot alone (each machine's
 ``restore``), so every fact recovery needs is in these records.
+
+Item lists that can be long (a chunk's payloads and inputs, an outbound chunk) are any
+``Sequence[bytes]`` of equal-length items: a tuple in tests, an
+:class:`~mixnet.core.items.Items` view of a round's buffer in the nodes (no object per item).
+Records compare equal whatever the sequence type (``Items`` equals a tuple of the same bytes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mixnet.core.status import RoundStatus
@@ -90,9 +95,9 @@ class Chunk:
     clients: int
     count: int
     dropped: int
-    payloads: tuple[bytes, ...]
+    payloads: Sequence[bytes]
     digests: bytes = b""
-    inputs: tuple[bytes, ...] = ()
+    inputs: Sequence[bytes] = ()
     excluded: int = 0
 
 
@@ -101,7 +106,7 @@ class OutboundChunk:
     """One chunk of the node's outbound batch and whether the successor acknowledged it."""
 
     index: int
-    payloads: tuple[bytes, ...]
+    payloads: Sequence[bytes]
     acked: bool = False
 
 

@@ -14,7 +14,7 @@ application's business.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from mixnet.core.actions import Action, Deliver, DeliveredBatch, Persist, Publish, Reply
 from mixnet.core.downstream import ChunkReceiver
@@ -105,7 +105,7 @@ class SinkMachine(ChunkReceiver):
         self.chunk_failed(token)
         return []  # pragma: no cover - chunk_failed raises
 
-    def _batch_complete(self, st: RoundState, payloads: list[bytes]) -> list[Action]:
+    def _batch_complete(self, st: RoundState, payloads: Sequence[bytes]) -> list[Action]:
         assert st.batch is not None
         count = st.batch.count or 0
         st.batch = None
@@ -114,7 +114,7 @@ class SinkMachine(ChunkReceiver):
             Persist((SetRound(st.round_id, status=RoundStatus.CLOSED, clients=st.clients),)),
             Deliver(
                 st.round_id,
-                DeliveredBatch(st.clients or 0, count, tuple(payloads), st.excluded),
+                DeliveredBatch(st.clients or 0, count, payloads, st.excluded),
             ),
         ]
 

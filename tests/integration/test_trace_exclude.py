@@ -170,3 +170,38 @@ async def test_a_chain_of_one_mix_refuses_a_bad_payload_at_intake(tmp_path: Path
         assert chain.mixes[0].machine.status(receipts[0].round) is RoundStatus.CONFIRMED
     assert result.raw["status"] == "ok" and result.users == USERS
     assert Fraction(result.raw["estimate_exact"]) == honest_sum()
+
+
+async def test_a_mix_that_corrupts_an_honest_item_is_named(tmp_path: Path) -> None:
+    """mix2 swaps an honest item of its output for an onion of its own making with a payload
+    the analyzer refuses. mix3 proves the payload bad and attaches mix2's signed delivery of
+    the item; mix2 cannot trace it to any input and blames mix3, but its own signature over
+    the chunk convicts it: the round aborts naming mix2, and no honest link is revealed."""
+    from mixnet.onion import wrap
+
+    protocol = CloakProtocol(PARAMS)
+    width = share_width(PARAMS.modulus)
+    async with (
+        local_chain(tmp_path, protocol, policy(USERS, USERS), mixes=3) as chain,
+        connect(chain.chain) as net,
+    ):
+        middle = chain.mixes[1]
+        honest_mixed = middle.machine.mixed
+        chain_id = chain.chain.config.chain_id
+
+        def corrupting_mixed(round_id, chunks):  # type: ignore[no-untyped-def]
+            st = middle.machine.rounds[round_id]
+            successor_key = st.announcements[1].public_key
+            forged = wrap(b"\xff" * width, [successor_key], chain_id=chain_id,
+                          round_id=round_id, first_hop=2)  # fmt: skip
+            first = [forged, *list(chunks[0])[1:]]
+            return honest_mixed(round_id, [first, *chunks[1:]])
+
+        middle.machine.mixed = corrupting_mixed  # type: ignore[method-assign]
+        receipts = await net.submit_many(VALUES, concurrency=3)
+        round_id = receipts[0].round
+        with pytest.raises(RoundAborted):
+            await net.result(round_id, timeout=60)
+        stored = await chain.analyzer.result(round_id)
+    assert stored is not None and stored["status"] == "aborted"
+    assert "mix mix2 sent a provably bad item it had signed" in str(stored.get("reason"))

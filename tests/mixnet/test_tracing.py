@@ -220,7 +220,7 @@ class TestEntry:
             m.mixed(1, [[p for sub in m.rounds[1].submissions.values() for p in sub]]), Send
         ).frame
         assert m.on_reply(batch, BatchAck(1, 0), NOW)[-1] == Send(Trace(1))
-        return m, dict(m.rounds[1].submissions)
+        return m, {c: tuple(items) for c, items in m.rounds[1].submissions.items()}
 
     def test_an_accused_item_excludes_its_whole_submission(self) -> None:
         m, subs = self.forwarded()

@@ -1,0 +1,108 @@
+"""What a node shows about itself: per-round timings (``/status``, round metrics) and the
+HTTP helpers of :class:`~mixnet.node.BaseNode`.
+
+:class:`RoundTimes` maps a round id to its numbers — when the node opened, closed and mixed
+it, seconds spent peeling, forwarding and in the trace, messages and dropped items — taken
+from the writes the machine emits (:meth:`RoundTimes.note_writes`) and from the adapter
+(:meth:`RoundTimes.note`). It keeps the most recent :data:`TIMES_KEPT` rounds and reports a
+finished round to the node's metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import json
+
+from websockets.asyncio.server import ServerConnection
+from websockets.http11 import Response
+
+from mixnet.core.actions import Persist
+from mixnet.core.records import NewRound, SetRound
+from mixnet.core.status import TERMINAL, RoundStatus
+from mixnet.limits import ConnectionGuard
+from mixnet.metrics import NodeMetrics
+
+__all__ = ["STATUS_HISTORY", "TIMES_KEPT", "RoundTimes", "guarded_connection", "json_response"]
+
+#: Rounds kept in ``/status``'s history.
+STATUS_HISTORY = 32
+#: Most rounds whose timings are kept for ``/status`` (older ones are forgotten).
+TIMES_KEPT = 2 * STATUS_HISTORY
+
+
+class RoundTimes(dict[int, dict[str, float]]):
+    """Round id → its timings and counts (a plain dict, bounded to :data:`TIMES_KEPT`)."""
+
+    def __init__(self, metrics: NodeMetrics) -> None:
+        super().__init__()
+        self.metrics = metrics
+
+    def note(self, round_id: int, **values: float) -> None:
+        """Record per-round numbers shown in ``/status`` (messages, dropped, timings)."""
+        self.setdefault(round_id, {}).update(values)
+
+    def note_writes(self, persist: Persist, now: float) -> bool:
+        """Take the status changes among ``persist``'s writes at time ``now``; whether a
+        round finished (it is then counted in the metrics)."""
+        finished = False
+        for write in persist.writes:
+            if isinstance(write, NewRound):
+                self.setdefault(write.round_id, {})["opened"] = now
+            elif isinstance(write, SetRound) and write.status is not None:
+                times = self.setdefault(write.round_id, {})
+                if write.status is RoundStatus.CLOSED:
+                    times["closed"] = now
+                elif write.status is RoundStatus.MIXED:
+                    times["mixed"] = now
+                elif write.status is RoundStatus.FORWARDED and "mixed" in times:
+                    times["forward_seconds"] = now - times["mixed"]
+                elif write.status is RoundStatus.RELEASED:
+                    times["released"] = now
+                if write.status in TERMINAL:
+                    if write.status is RoundStatus.CONFIRMED and "released" in times:
+                        # the last mix forwards after the trace
+                        times["forward_seconds"] = now - times["released"]
+                    elif "mixed" in times and "forward_seconds" in times:
+                        times["trace_seconds"] = now - times["mixed"] - times["forward_seconds"]
+                    self._finished(write.status, times, now)
+                    finished = True
+        return finished
+
+    def _finished(self, status: RoundStatus, times: dict[str, float], now: float) -> None:
+        closed, opened = times.get("closed"), times.get("opened")
+        self.metrics.round_finished(
+            status.value,
+            messages=int(times.get("messages", 0)),
+            dropped=int(times.get("dropped", 0)),
+            hop_seconds=None if closed is None else now - closed,
+            round_seconds=None if opened is None else now - opened,
+        )
+        times["finished"] = now
+        while len(self) > TIMES_KEPT:  # bounded, oldest rounds first
+            del self[min(self)]
+
+
+def guarded_connection(guard: ConnectionGuard) -> type[ServerConnection]:
+    """A :class:`ServerConnection` class whose connections pass ``guard`` the moment the
+    TCP connection is accepted (after the TLS handshake on a ``wss://`` node) and leave it
+    when the socket is closed."""
+
+    class GuardedConnection(ServerConnection):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            guard.admit(self)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            super().connection_lost(exc)
+            guard.release(self)
+
+    return GuardedConnection
+
+
+def json_response(conn: ServerConnection, status: int, body: object) -> Response:
+    """An HTTP response with ``body`` as indented JSON."""
+    response = conn.respond(http.HTTPStatus(status), json.dumps(body, indent=2) + "\n")
+    del response.headers["Content-Type"]
+    response.headers["Content-Type"] = "application/json"
+    return response
