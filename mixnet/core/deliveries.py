@@ -66,7 +66,7 @@ class ReceivedChunk:
 
     sender: str
     index: int
-    items: tuple[bytes, ...]
+    items: Sequence[bytes]
     signature: bytes
 
     def delivery(self, position: int) -> Delivery:

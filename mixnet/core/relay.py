@@ -21,11 +21,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from mixnet.blame import PayloadValidator, accept_all
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
 from mixnet.core.deliveries import ChunkSigning, ReceivedChunk
 from mixnet.core.downstream import ChunkReceiver
-from mixnet.core.intake import drop_replays, item_digest
+from mixnet.core.intake import replay_positions
+from mixnet.core.items import Items
 from mixnet.core.records import EraseKey, NewRound, NodeRecords, SetRound
 from mixnet.core.rounds import (
     KeyFactory,
@@ -66,7 +69,7 @@ class ChunkPeeled:
     batch: Batch
     replayed: int
     digests: bytes = b""
-    items: tuple[bytes, ...] = ()
+    items: Sequence[bytes] = ()
 
 
 class RelayMachine(ChunkReceiver, TracingMix):
@@ -190,17 +193,19 @@ class RelayMachine(ChunkReceiver, TracingMix):
         """Check the chunk's signature (:class:`BadSignature` if it fails; nothing is kept),
         keep it for deliveries, drop replays and peel the rest."""
         assert st.batch is not None
+        received = Items.of(batch.payloads, self.item_length)  # one contiguous copy
         if self.signing is not None:
-            self.signing.check(batch.round_id, batch.sender, batch.index, batch.payloads,
+            self.signing.check(batch.round_id, batch.sender, batch.index, received,
                                batch.signature)  # fmt: skip
             if batch.signature is not None:
                 st.received[batch.index] = ReceivedChunk(
-                    batch.sender, batch.index, batch.payloads, batch.signature
+                    batch.sender, batch.index, received, batch.signature
                 )
-        unique, replayed = drop_replays(batch.payloads, st.batch.seen, batch.index)
-        # the filter entries this chunk made, stored with it so a restart rebuilds the filter
-        digests = b"".join(item_digest(item) for item in unique)
-        token = ChunkPeeled(batch, replayed, digests, tuple(unique))
+        # each item hashed once: the digests this chunk added to the replay filter are
+        # stored with it, so that a restart rebuilds the filter
+        positions, digests = replay_positions(received, st.batch.seen, batch.index)
+        unique = received.take(np.asarray(positions, dtype=np.int64))
+        token = ChunkPeeled(batch, len(received) - len(positions), digests, unique)
         return [Peel(batch.round_id, unique, token)]
 
     def peeled(self, token: object, results: Sequence[bytes | MixnetError], now: float) -> (
@@ -211,17 +216,21 @@ class RelayMachine(ChunkReceiver, TracingMix):
         if not isinstance(token, ChunkPeeled):
             raise TypeError(f"not a chunk token: {token!r}")
         st = self.rounds[token.batch.round_id]
-        pairs = [
-            (item, p) for item, p in zip(token.items, results, strict=True) if isinstance(p, bytes)
-        ]
-        kept = [p for _, p in pairs]
+        if len(results) != len(token.items):
+            raise InternalError("the peel returned another number of items")
+        ok = [i for i, p in enumerate(results) if isinstance(p, bytes)]
+        kept = [p for p in results if isinstance(p, bytes)]
         dropped = token.replayed + len(results) - len(kept)
-        if self.proven:  # kept for the trace (in memory: lost with a restart, then untraced)
-            outcomes = zip(token.items, results, strict=True)
-            failed = tuple(item for item, p in outcomes if not isinstance(p, bytes))
-            if failed:
-                st.chunk_failed[token.batch.index] = failed
-        inputs = [item for item, _ in pairs]
+        if self.proven and len(ok) < len(results):  # kept for the trace (in memory: lost
+            good = set(ok)  # with a restart, and then untraced)
+            failed = tuple(token.items[i] for i in range(len(results)) if i not in good)
+            st.chunk_failed[token.batch.index] = failed
+        items = token.items
+        inputs: Sequence[bytes] = (
+            items.take(np.asarray(ok, dtype=np.int64))
+            if isinstance(items, Items)
+            else [items[i] for i in ok]
+        )
         return self.chunk_ready(st, token.batch, kept, dropped, token.digests, inputs)
 
     def persisted(self, token: object, now: float) -> list[Action]:

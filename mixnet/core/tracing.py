@@ -24,7 +24,7 @@ revealed for them (``mixnet.blame``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
@@ -40,6 +40,7 @@ from mixnet.core.records import (
     OutboundChunk,
     PutOutbound,
     SetRound,
+    Write,
 )
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import Role, RoundStatus
@@ -121,13 +122,12 @@ class TracingMix(MixRounds):
         return st
 
     @staticmethod
-    def _pairs(st: RoundState) -> list[tuple[bytes, bytes]]:
-        """(input, output) of every item kept, in chunk order."""
-        pairs: list[tuple[bytes, bytes]] = []
+    def _pairs(st: RoundState) -> Iterator[tuple[bytes, bytes]]:
+        """(input, output) of every item kept, in chunk order (generated: a round's worth
+        of pairs is never held at once)."""
         for index in sorted(st.chunk_payloads):
             inputs = st.chunk_inputs.get(index, ())
-            pairs.extend(zip(inputs, st.chunk_payloads[index], strict=True))
-        return pairs
+            yield from zip(inputs, st.chunk_payloads[index], strict=True)
 
     def _failed(self, st: RoundState, room: int) -> tuple[tuple[bytes, ...], int]:
         """This mix's own unpeelable inputs to accuse (at most ``room`` of them), and the
@@ -163,8 +163,7 @@ class TracingMix(MixRounds):
         if st.status in _TRACE_OVER:
             return [Reply(Accused(frame.round_id))]
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
-            pairs = self._pairs(st)
-            bad = tuple(item for item, payload in pairs if not self.validator(payload))
+            bad = tuple(item for item, payload in self._pairs(st) if not self.validator(payload))
             cap = accusation_cap(self.chunk_size, self.hop + 1)
             failed, untraced = self._failed(st, cap)
             # more than fit one reply: the excess is untraced, and the round aborts
@@ -223,7 +222,8 @@ class TracingMix(MixRounds):
         accusations = token.reply.accusations
         if len(results) != len(accusations):
             return [Reply(Accused(token.round_id, blame=self.successor))]
-        origin = {output: item for item, output in self._pairs(st)}
+        wanted = {accusation.item for accusation in accusations}
+        origin = {output: item for item, output in self._pairs(st) if output in wanted}
         inputs = []
         for accusation, holds in zip(accusations, results, strict=True):
             item = origin.get(accusation.item)
@@ -283,7 +283,8 @@ class TracingMix(MixRounds):
         if st.status in _TRACE_OVER:
             return [Reply(Excluded(frame.round_id))]
         if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:
-            following = {item: output for item, output in self._pairs(st)}
+            wanted = set(frame.items)
+            following = {item: output for item, output in self._pairs(st) if item in wanted}
             outputs = tuple(following[i] for i in frame.items if i in following)
             return [Send(Exclude(frame.round_id, outputs, frame.excluded, frame.abort))]
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
@@ -302,8 +303,17 @@ class TracingMix(MixRounds):
     def _release(self, st: RoundState, frame: Exclude) -> list[Action]:
         """Last mix: drop the excluded items' payloads and forward the rest, or abort."""
         assert st.outbound is not None
+        if not frame.abort and not frame.items:  # nothing excluded: the batch goes as it is
+            outbound = st.outbound
+            if frame.excluded or any(
+                not self.validator(p) for chunk in outbound.chunks for p in chunk.payloads
+            ):
+                reason = "the exclusions left payloads the validator refuses"
+                return self._abort_released(st, reason)
+            return self._forward_rest(st, None, st.clients or 0, 0)
         if not frame.abort:
-            following = {item: payload for item, payload in self._pairs(st)}
+            wanted = set(frame.items)
+            following = {item: payload for item, payload in self._pairs(st) if item in wanted}
             removed = Counter(following[i] for i in frame.items if i in following)
             kept: list[bytes] = []
             for chunk in st.outbound.chunks:
@@ -320,15 +330,24 @@ class TracingMix(MixRounds):
         return self._abort_released(st, frame.abort)
 
     def _forward_rest(
-        self, st: RoundState, kept: list[bytes], clients: int, excluded: int
+        self, st: RoundState, kept: list[bytes] | None, clients: int, excluded: int
     ) -> list[Action]:
-        chunks = split_chunks(kept, self.chunk_size)
-        outbound = OutboundBatch(
-            clients=clients,
-            count=len(kept),
-            chunks=tuple(OutboundChunk(i, tuple(c)) for i, c in enumerate(chunks)),
-            excluded=excluded,
-        )
+        """Release the held batch: ``kept`` payloads re-chunked (``None``: the stored
+        outbound batch unchanged, nothing rewritten)."""
+        r = st.round_id
+        writes: list[Write] = []
+        if kept is None:
+            assert st.outbound is not None
+            outbound = st.outbound
+        else:
+            chunks = split_chunks(kept, self.chunk_size)
+            outbound = OutboundBatch(
+                clients=clients,
+                count=len(kept),
+                chunks=tuple(OutboundChunk(i, tuple(c)) for i, c in enumerate(chunks)),
+                excluded=excluded,
+            )
+            writes += [DropOutbound(r), PutOutbound(r, outbound)]
         self._move(st, RoundStatus.RELEASED)
         st.outbound = outbound
         st.clients = clients
@@ -337,17 +356,12 @@ class TracingMix(MixRounds):
         st.chunk_inputs.clear()
         st.chunk_failed.clear()
         st.received.clear()
-        r = st.round_id
-        persist = Persist(
-            (
-                DropOutbound(r),
-                PutOutbound(r, outbound),
-                DropIntake(r),
-                EraseKey(r),
-                SetRound(r, status=RoundStatus.RELEASED, clients=clients),
-            )
-        )
-        return [persist, Reply(Excluded(r)), *self._send_next(st)]
+        writes += [
+            DropIntake(r),
+            EraseKey(r),
+            SetRound(r, status=RoundStatus.RELEASED, clients=clients),
+        ]
+        return [Persist(tuple(writes)), Reply(Excluded(r)), *self._send_next(st)]
 
     def _abort_released(self, st: RoundState, reason: str) -> list[Action]:
         persist = self._finish(st, RoundStatus.ABORTED)
