@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import struct
+import threading
 from collections.abc import Sequence
 
 from nacl import bindings
@@ -131,6 +132,14 @@ def binding_data(*, chain_id: str, round_id: int, hop_index: int) -> bytes:
     outside ``[0, 2**64)`` or a hop index outside ``[0, 2**16)``.
     """
     return _binding_data(chain_id, round_id, hop_index)
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _layer_bindings(chain_id: str, round_id: int, first_hop: int, count: int) -> tuple[bytes, ...]:
+    """:func:`binding_data` of hops ``first_hop`` … ``first_hop + count - 1`` (one cached
+    lookup per onion instead of one per layer)."""
+    _check_int(first_hop, "first_hop", 0, _MAX_HOP_INDEX)
+    return tuple(_binding_data(chain_id, round_id, first_hop + i) for i in range(count))
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
@@ -246,10 +255,10 @@ def _check_public_keys(public_keys: Sequence[bytes]) -> list[bytes]:
 
 
 class _Sealer:
-    """Makes layers with one set of libsodium buffers (one sealer per call, so threads never
-    share one). Calls libsodium through PyNaCl's CFFI module directly: the
-    ``nacl.bindings`` wrappers re-check every argument and cost a few microseconds per call,
-    a tenth of a layer."""
+    """Makes layers with one set of libsodium buffers (one sealer per thread,
+    :func:`_sealer`, so threads never share one). Calls libsodium through PyNaCl's CFFI
+    module directly: the ``nacl.bindings`` wrappers re-check every argument and cost a few
+    microseconds per call, a tenth of a layer."""
 
     __slots__ = ("_pk", "_q", "_sk")
 
@@ -301,11 +310,22 @@ class _Sealer:
         return ephemeral.public + proof + sealed
 
 
+_SEALERS = threading.local()
+
+
+def _sealer() -> _Sealer:
+    """This thread's :class:`_Sealer` (its buffers are reused, never shared by threads)."""
+    sealer: _Sealer | None = getattr(_SEALERS, "sealer", None)
+    if sealer is None:
+        sealer = _SEALERS.sealer = _Sealer()
+    return sealer
+
+
 def _seal(
     plaintext: bytes, recipient_public: bytes, binding: bytes, proven: bool = False
 ) -> bytes:
-    """One layer with a fresh :class:`_Sealer` (see :meth:`_Sealer.seal`)."""
-    return _Sealer().seal(plaintext, recipient_public, binding, proven)
+    """One layer with this thread's :class:`_Sealer` (see :meth:`_Sealer.seal`)."""
+    return _sealer().seal(plaintext, recipient_public, binding, proven)
 
 
 def _wrap_checked(
@@ -365,11 +385,8 @@ def wrap(
         raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
     keys = _check_public_keys(public_keys)
     _check_int(first_hop, "first_hop", 0, _MAX_HOP_INDEX)
-    layer_bindings = [
-        binding_data(chain_id=chain_id, round_id=round_id, hop_index=first_hop + offset)
-        for offset in range(len(keys))
-    ]
-    return _wrap_checked(payload, keys, layer_bindings, first_hop, proven, _Sealer())
+    layer_bindings = _layer_bindings(chain_id, round_id, first_hop, len(keys))
+    return _wrap_checked(payload, keys, layer_bindings, first_hop, proven, _sealer())
 
 
 def wrap_submission(
@@ -404,11 +421,8 @@ def wrap_submission(
     keys = _check_public_keys(public_keys)
     if not keys:
         raise ValueError("public_keys must hold at least one key")
-    layer_bindings = [
-        binding_data(chain_id=chain_id, round_id=round_id, hop_index=hop)
-        for hop in range(len(keys))
-    ]
-    sealer = _Sealer()
+    layer_bindings = _layer_bindings(chain_id, round_id, 0, len(keys))
+    sealer = _sealer()
     inner = b"".join(
         _wrap_checked(p, keys[1:], layer_bindings[1:], 1, proven, sealer) for p in items
     )
