@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import http
 import logging
-import secrets
 import ssl
 import time
 from collections import deque
@@ -59,17 +58,14 @@ from mixnet.errors import (
     MalformedFrame,
     MixnetError,
     NotReady,
-    Unauthorized,
     UnexpectedFrameType,
 )
 from mixnet.frames import (
     Frame,
-    parse_authenticate,
     parse_reply,
     parse_request,
     to_wire,
 )
-from mixnet.keys import CHALLENGE_LENGTH, verify_link_signature
 from mixnet.limits import ConnectionGuard
 from mixnet.link import CLOSE_TIMEOUT, Link
 from mixnet.logs import quiet_logger, round_extra
@@ -80,6 +76,7 @@ from mixnet.node_http import (
     guarded_connection,
     json_response,
 )
+from mixnet.peer_auth import PeerAuthenticator
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore, StoreError
 from mixnet.tls import check_server_tls
@@ -147,8 +144,7 @@ class BaseNode:
         self._handlers: set[asyncio.Task[Any]] = set()
         self._closing: set[ServerConnection] = set()
         self._pending: dict[int, asyncio.Future[Outcome]] = {}
-        self._challenges: dict[ServerConnection, bytes] = {}
-        self._peers: dict[ServerConnection, str] = {}
+        self.peers = PeerAuthenticator(settings, self.guard)
         self._changed = asyncio.Event()
         self._round_times = RoundTimes(self.metrics)
         self._stopping = False
@@ -467,8 +463,7 @@ class BaseNode:
             if task is not None:
                 self._handlers.discard(task)
             self._closing.discard(conn)
-            self._challenges.pop(conn, None)
-            self._peers.pop(conn, None)
+            self.peers.forget(conn)
 
     async def _sweep_idle(self) -> None:
         """Close the connections the guard finds idle (every quarter of ``idle_seconds``,
@@ -495,16 +490,16 @@ class BaseNode:
             if kind == "status":
                 return {"type": "status", **self.status()}
             if kind == "challenge":
-                return self._on_challenge(conn)
+                return self.peers.challenge(conn)
             if kind == "authenticate":
-                return self._on_authenticate(conn, raw)
+                return self.peers.authenticate(conn, raw)
             extra = self.extra_request(kind)
             if extra is not None:
                 return await extra(raw)
             if kind not in self.accepts:
                 raise UnexpectedFrameType(f"{self.settings.name} does not handle {kind!r}")
             if kind in PREDECESSOR_FRAMES:
-                self._require_predecessor(conn)  # before looking inside the frame
+                self.peers.require_predecessor(conn)  # before looking inside the frame
             frame = parse_request(kind, raw, self._limits)
             return await self._serve(frame)
         except MixnetError as exc:
@@ -532,35 +527,6 @@ class BaseNode:
         if not reply.done():
             raise InternalError("the node gave no answer")
         return to_wire(reply.result())
-
-    def _on_challenge(self, conn: ServerConnection) -> dict[str, object]:
-        nonce = secrets.token_bytes(CHALLENGE_LENGTH)
-        self._challenges[conn] = nonce
-        return {"type": "challenge", "nonce": nonce}
-
-    def _on_authenticate(self, conn: ServerConnection, raw: dict[str, object]) -> (
-        dict[str, object]
-    ):
-        frame = parse_authenticate(raw)
-        node, signature = frame.node, frame.signature
-        nonce = self._challenges.pop(conn, None)
-        identity = self.settings.predecessor_identity
-        if nonce is None:
-            raise Unauthorized("ask for a challenge first")
-        if node != self.settings.predecessor or identity is None:
-            raise Unauthorized(f"{node!r} is not this node's predecessor")
-        verify_link_signature(
-            identity, signature, chain_id=self.settings.chain_id, node=node, challenge=nonce
-        )
-        self._peers[conn] = node
-        self.guard.authenticated(conn)
-        return {"type": "authenticated", "node": node}
-
-    def _require_predecessor(self, conn: ServerConnection) -> None:
-        if self.settings.predecessor_identity is None:
-            raise Unauthorized("this node has no predecessor identity configured")
-        if self._peers.get(conn) != self.settings.predecessor:
-            raise Unauthorized("only the predecessor may send this frame; authenticate first")
 
     # ------------------------------------------------------------------ HTTP
 
