@@ -56,6 +56,7 @@ from mixnet.core.records import (
     Write,
 )
 from mixnet.errors import MixnetError
+from mixnet.private_files import PRIVATE_MODE, create_private, fsync_directory
 from mixnet.store_rows import (
     ERASING,
     SCHEMA,
@@ -82,7 +83,6 @@ SCHEMA_VERSION = 4
 BUSY_TIMEOUT = 10.0
 
 _SCHEMA_VERSION_KEY = "schema_version"
-_FILE_MODE = 0o600
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"})
 
 
@@ -90,37 +90,6 @@ class StoreError(MixnetError):
     """The node's database refused or failed an operation, or holds data it cannot read."""
 
     code = "store-error"
-
-
-def _create_private(file: Path) -> bool:
-    """Create ``file`` empty with mode 0600 (whatever the umask); ``False`` if it exists.
-
-    :raises StoreError: it cannot be created.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(file, flags, _FILE_MODE)
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        raise StoreError(f"cannot create store {file}: {exc.strerror}") from None
-    try:
-        os.fchmod(fd, _FILE_MODE)
-    except OSError as exc:
-        raise StoreError(f"cannot restrict the mode of {file}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    return True
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a newly created file's directory entry durable (best effort, POSIX only)."""
-    with suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 class NodeStore:
@@ -156,7 +125,10 @@ class NodeStore:
         if not file.parent.is_dir():
             raise StoreError(f"directory of the store does not exist: {file.parent}")
         self.path = file
-        created = _create_private(file)
+        try:
+            created = create_private(file)
+        except OSError as exc:
+            raise StoreError(f"cannot create store {file} (mode 0600): {exc.strerror}") from None
         try:
             conn = sqlite3.connect(
                 file, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
@@ -173,7 +145,7 @@ class NodeStore:
             self.close()
             raise
         if created:
-            _fsync_directory(file.parent)
+            fsync_directory(file.parent)
 
     def _configure(self, conn: sqlite3.Connection) -> None:
         """Set the connection's pragmas. :raises StoreError: the file is unusable."""
@@ -227,7 +199,7 @@ class NodeStore:
         for suffix in ("-wal", "-shm"):
             side = self.path.with_name(self.path.name + suffix)
             try:
-                os.chmod(side, _FILE_MODE)
+                os.chmod(side, PRIVATE_MODE)
             except FileNotFoundError:
                 continue
             except OSError as exc:
