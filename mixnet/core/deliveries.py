@@ -11,12 +11,19 @@ it, or else the mix that could not back its accusation.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from nacl.signing import VerifyKey
 
 from mixnet.blame import Accusation, delivered_by
 from mixnet.chunk_signature import Delivery, delivery_of, verify_chunk
 from mixnet.errors import BadSignature
+
+#: An identity key as a :class:`~nacl.signing.VerifyKey`, made once per key (one per chunk
+#: otherwise).
+_verify_key = functools.lru_cache(maxsize=64)(VerifyKey)
 
 __all__ = ["ChunkSigning", "ReceivedChunk", "judge"]
 
@@ -51,9 +58,7 @@ class ChunkSigning:
             return  # the sender has no identity here (e.g. a test chain): nothing to check
         if signature is None:
             raise BadSignature(f"chunk {index} from {sender} is not signed")
-        from nacl.signing import VerifyKey
-
-        if not verify_chunk(VerifyKey(key), signature, chain_id=self.chain_id,
+        if not verify_chunk(_verify_key(key), signature, chain_id=self.chain_id,
                             round_id=round_id, sender=sender, index=index,
                             items=items):  # fmt: skip
             raise BadSignature(f"chunk {index} from {sender}: the signature does not verify")
