@@ -384,7 +384,6 @@ def wrap(
     if not isinstance(payload, bytes):
         raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
     keys = _check_public_keys(public_keys)
-    _check_int(first_hop, "first_hop", 0, _MAX_HOP_INDEX)
     layer_bindings = _layer_bindings(chain_id, round_id, first_hop, len(keys))
     return _wrap_checked(payload, keys, layer_bindings, first_hop, proven, _sealer())
 
