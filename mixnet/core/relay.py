@@ -201,8 +201,9 @@ class RelayMachine(ChunkReceiver, TracingMix):
                 st.received[batch.index] = ReceivedChunk(
                     batch.sender, batch.index, received, batch.signature
                 )
-        # each item hashed once: the digests this chunk added to the replay filter are
-        # stored with it, so that a restart rebuilds the filter
+        # the replay filter hashes each item once (the signature check above hashed it for
+        # the Merkle root); the digests this chunk added to the filter are stored with it, so
+        # that a restart rebuilds the filter
         positions, digests = replay_positions(received, st.batch.seen, batch.index)
         unique = received.take(np.asarray(positions, dtype=np.int64))
         token = ChunkPeeled(batch, len(received) - len(positions), digests, unique)
