@@ -14,13 +14,15 @@ by that process long before the entry mix is. This module splits the client's wo
   with one worker per core; each worker receives the round's verified public keys and the
   protocol once, through the pool's initializer (:class:`RoundSpec`).
 * **sending** — :meth:`LoadGenerator.send` submits the pre-wrapped boxes over several
-  websocket connections to the entry mix, one ``submit {round, client, box}`` frame per
-  user, through :class:`mixnet.link.Link`: a connection failure resends the *identical*
-  frame bytes, which the entry mix acknowledges without counting twice (exact-retry
-  semantics), and an ``internal-error`` (the entry mix could not store the submission) is
-  answered by resending the identical frame after a backoff, for up to ``retry_for``
-  seconds — the error policy of :meth:`mixnet.client.MixnetClient.submit`, except that a
-  pre-wrapped box is never re-made for another round.
+  websocket connections to the entry mix through :class:`mixnet.link.Link`: one
+  ``submit {round, client, box}`` frame per user, or with ``per_frame > 1`` up to that many
+  users' submissions in one ``submit-many`` frame (:mod:`mixnet.submit_many`; each is
+  accepted or refused on its own). A connection failure resends the *identical* frame
+  bytes, which the entry mix acknowledges without counting twice (exact-retry semantics),
+  and an ``internal-error`` (the entry mix could not store a submission) is answered by
+  resending it after a backoff, for up to ``retry_for`` seconds — the error policy of
+  :meth:`mixnet.client.MixnetClient.submit`, except that a pre-wrapped box is never re-made
+  for another round.
 
 The open round is found and its announcements verified exactly as the client library does
 it (:meth:`mixnet.client.MixnetClient.current_round`). Boxes are bound to their round: a
@@ -71,7 +73,7 @@ from cloaknet.loadgen_wrap import (
     wrap_task,
     wrap_values,
 )
-from mixnet.client import MixnetClient, RoundInfo, send_submission
+from mixnet.client import MixnetClient, RoundInfo, send_submission, send_submissions
 from mixnet.errors import MixnetError, RoundClosed, UnknownRound
 from mixnet.frames import Submit, to_wire
 from mixnet.link import Backoff, Link
@@ -88,8 +90,9 @@ __all__ = [
     "wrap_values",
 ]
 
-#: Largest reply frame accepted from the entry mix, in bytes.
-MAX_REPLY = 1 << 16
+#: Largest reply frame accepted from the entry mix, in bytes (a ``receipts`` reply to a
+#: ``submit-many`` frame of 4,096 refused submissions fits).
+MAX_REPLY = 1 << 21
 
 _DEFAULT_BACKOFF = Backoff()
 
@@ -154,7 +157,10 @@ class LoadGenerator:
 
     ``workers`` wrapping processes (default: one per core, ``os.cpu_count()``) each take
     chunks of ``chunk_users`` users (default: :func:`chunk_sizes`); ``connections``
-    websockets to the entry mix carry the submissions, one request in flight on each.
+    websockets to the entry mix carry the submissions, one request in flight on each, each
+    request a ``submit`` (``per_frame == 1``, the default) or a ``submit-many`` of up to
+    ``per_frame`` submissions (at most the entry mix's
+    ``[limits].max_submissions_per_frame``).
     ``retry_for`` (seconds) bounds how long a request retries connection failures and how
     long :meth:`current_round` waits for an open round; ``backoff`` spaces the retries.
     ``processes=False`` wraps in ``workers`` threads of this process instead (libsodium
@@ -164,8 +170,9 @@ class LoadGenerator:
     Construction opens nothing; :meth:`aclose` (or ``async with``) closes the connections.
 
     :raises TypeError: ``chain`` is not a :class:`~cloaknet.chainfile.CloakChain`.
-    :raises ValueError: ``workers``, ``connections`` or ``chunk_users`` below 1, or a chain
-        with ``[admission]`` (not supported).
+    :raises ValueError: ``workers``, ``connections``, ``chunk_users`` or ``per_frame`` below
+        1, ``per_frame`` above the chain's ``max_submissions_per_frame``, or a chain with
+        ``[admission]`` (not supported).
     """
 
     def __init__(
@@ -178,6 +185,7 @@ class LoadGenerator:
         retry_for: float = 120.0,
         backoff: Backoff = _DEFAULT_BACKOFF,
         processes: bool = True,
+        per_frame: int = 1,
     ) -> None:
         if not isinstance(chain, CloakChain):
             raise TypeError(f"chain must be a CloakChain, not {type(chain).__name__}")
@@ -188,6 +196,13 @@ class LoadGenerator:
             raise ValueError(f"need workers >= 1 and connections >= 1, got {count}, {connections}")
         if chunk_users is not None and chunk_users < 1:
             raise ValueError(f"chunk_users must be >= 1, got {chunk_users}")
+        most = chain.config.limits.max_submissions_per_frame
+        if not 1 <= per_frame <= most:
+            raise ValueError(
+                f"per_frame must be in 1..{most} ([limits].max_submissions_per_frame), "
+                f"got {per_frame}"
+            )
+        self.per_frame = per_frame
         self.chain = chain
         self.workers = count
         self.connections = connections
@@ -370,10 +385,20 @@ class LoadGenerator:
 
         async def sender(link: Link) -> None:
             nonlocal sent
-            while (item := await next_user()) is not None:
-                client, box = item
-                await self._submit(link, info, client, box)
-                sent += 1
+            if self.per_frame == 1:
+                while (item := await next_user()) is not None:
+                    client, box = item
+                    await self._submit(link, info, client, box)
+                    sent += 1
+                return
+            while True:
+                group: list[_User] = []
+                while len(group) < self.per_frame and (item := await next_user()) is not None:
+                    group.append(item)
+                if not group:
+                    return
+                await self._submit_many(link, info, group)
+                sent += len(group)
 
         failure: BaseException | None = None
         try:
@@ -404,6 +429,21 @@ class LoadGenerator:
             raise RoundMissed(
                 f"round {info.round_id} refused a pre-wrapped submission: {exc.reason}"
             ) from exc
+
+    async def _submit_many(self, link: Link, info: RoundInfo, users: Sequence[_User]) -> None:
+        """One ``submit-many`` of ``users`` over ``link``
+        (:func:`mixnet.client.send_submissions`); the first refusal is raised, a closed
+        round as :class:`RoundMissed`."""
+        frames = [Submit(round_id=info.round_id, client=c, box=box) for c, box in users]
+        give_up = asyncio.get_running_loop().time() + self.retry_for
+        outcomes = await send_submissions(link, frames, give_up=give_up, backoff=self.backoff)
+        for error in outcomes:
+            if isinstance(error, RoundClosed | UnknownRound):
+                raise RoundMissed(
+                    f"round {info.round_id} refused a pre-wrapped submission: {error.reason}"
+                )
+            if error is not None:
+                raise error
 
     # ------------------------------------------------------------------ both
 

@@ -55,9 +55,10 @@ from mixnet.errors import (
     UnknownRound,
     WrongCount,
 )
-from mixnet.frames import MAX_CLIENT_ID_LENGTH, ROUND_ID_MAX, parse_announcements
+from mixnet.frames import MAX_CLIENT_ID_LENGTH, ROUND_ID_MAX, Submit, parse_announcements
 from mixnet.link import Backoff, Link
 from mixnet.onion import wrap_submission
+from mixnet.submit_many import RECEIPTS, parse_receipts, submit_many_frame
 from mixnet.wire import get_float, get_int, get_str
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "Receipt",
     "RoundInfo",
     "send_submission",
+    "send_submissions",
 ]
 
 #: Largest reply frame accepted from the entry mix or the sink, in bytes (default).
@@ -486,3 +488,44 @@ async def send_submission(
         or get_str(reply, "client", max_length=MAX_CLIENT_ID_LENGTH) != client
     ):
         raise MalformedFrame("the entry mix acknowledged another submission")
+
+
+async def send_submissions(
+    link: Link,
+    submissions: Sequence[Submit],
+    *,
+    give_up: float,
+    backoff: Backoff = _DEFAULT_BACKOFF,
+) -> list[MixnetError | None]:
+    """Send ``submissions`` in one ``submit-many`` frame (:mod:`mixnet.submit_many`) and
+    return, in order, ``None`` for each the entry mix acknowledged (stored) and the
+    :class:`MixnetError` that refused each other one.
+
+    As :func:`send_submission` for each submission: a connection loss resends the identical
+    frame (by ``link``; a stored submission is acknowledged again, not counted twice), and
+    the submissions refused with ``internal-error`` (the entry mix could not store them) are
+    resent together after a ``backoff`` delay until ``give_up`` (event-loop time); what is
+    still refused then is returned with that error.
+
+    :raises ValueError: ``submissions`` is empty.
+    :raises MalformedFrame: the reply is not a ``receipts`` frame for these submissions.
+    :raises MixnetError: the entry mix refused the whole frame (e.g. more submissions than
+        its ``[limits].max_submissions_per_frame``).
+    """
+    loop = asyncio.get_running_loop()
+    results: list[MixnetError | None] = [None] * len(submissions)
+    todo = list(range(len(submissions)))
+    attempt = 0
+    while True:
+        sent = [submissions[i] for i in todo]
+        reply = await link.request(submit_many_frame(sent), expect=RECEIPTS)
+        retry = []
+        for index, outcome in zip(todo, parse_receipts(reply, sent).results, strict=True):
+            results[index] = outcome
+            if isinstance(outcome, InternalError):
+                retry.append(index)
+        if not retry or loop.time() >= give_up:
+            return results
+        todo = retry
+        await asyncio.sleep(backoff.delay(attempt))
+        attempt += 1

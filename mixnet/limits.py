@@ -6,6 +6,7 @@ public entry mix)::
     [limits]
     max_connections = 512                   # open connections per node, 1..65536
     max_submissions_per_connection = 1000   # submit frames before the node closes it, >= 1
+    max_submissions_per_frame = 256         # submissions in one submit-many frame, 1..4096
     idle_seconds = 60.0                     # no request in progress for this long: closed
     handshake_seconds = 10.0                # TLS and websocket opening handshakes, each
 
@@ -26,9 +27,11 @@ every connection as the TCP connection is accepted and every request it serves):
   ``idle_seconds`` is closed (code 1001, reason ``idle``); one that has not finished its
   opening handshake within ``handshake_seconds`` is dropped by the websocket server. The
   authenticated predecessor's link is exempt (it is idle between rounds).
-* **Submissions.** After answering the ``max_submissions_per_connection``-th ``submit``
-  frame on a connection the node closes it (code 1000, reason ``submission limit``); the
-  client library reconnects and goes on.
+* **Submissions.** After answering the ``max_submissions_per_connection``-th submission
+  on a connection (a ``submit`` frame counts one, a ``submit-many`` frame one per
+  submission it carries) the node closes it (code 1000, reason ``submission limit``); the
+  client library reconnects and goes on. A ``submit-many`` frame
+  (:mod:`mixnet.submit_many`) holds at most ``max_submissions_per_frame`` submissions.
 
 Every refusal is counted in ``mixnet_refused_total{reason}`` with a reason from
 :data:`REFUSALS`: ``connections`` (a new connection closed: every slot busy), ``evicted``
@@ -62,11 +65,14 @@ REFUSALS: tuple[str, ...] = ("connections", "evicted", "idle", "submissions")
 LIMIT_KEYS: tuple[str, ...] = (
     "max_connections",
     "max_submissions_per_connection",
+    "max_submissions_per_frame",
     "idle_seconds",
     "handshake_seconds",
 )
 #: Largest ``max_connections`` accepted.
 MAX_CONNECTIONS = 65536
+#: Largest ``max_submissions_per_frame`` accepted.
+MAX_SUBMISSIONS_PER_FRAME = 4096
 #: Largest ``idle_seconds`` / ``handshake_seconds`` accepted (one day).
 MAX_SECONDS = 86400.0
 
@@ -107,7 +113,10 @@ class Limits:
     * ``max_connections``: open connections per node, in 1..65536 (default 512; keep it
       well below the process's open-file limit, ``ulimit -n``).
     * ``max_submissions_per_connection``: ``submit`` frames answered on one connection
-      before the node closes it, in 1..2**31 (default 1000).
+      before the node closes it, in 1..2**31 (default 1000); a ``submit-many`` frame counts
+      one per submission.
+    * ``max_submissions_per_frame``: submissions one ``submit-many`` frame may carry, in
+      1..4096 (default 256); the entry mix accepts frames up to that many boxes long.
     * ``idle_seconds``: seconds without a frame and with no request in progress after which
       a connection is closed, in (0, 86400] (default 60).
     * ``handshake_seconds``: seconds allowed for the TLS handshake and, separately, for the
@@ -120,12 +129,16 @@ class Limits:
 
     max_connections: int = 512
     max_submissions_per_connection: int = 1000
+    max_submissions_per_frame: int = 256
     idle_seconds: float = 60.0
     handshake_seconds: float = 10.0
 
     def __post_init__(self) -> None:
         _whole(self.max_connections, "max_connections", MAX_CONNECTIONS)
         _whole(self.max_submissions_per_connection, "max_submissions_per_connection", 1 << 31)
+        _whole(
+            self.max_submissions_per_frame, "max_submissions_per_frame", MAX_SUBMISSIONS_PER_FRAME
+        )
         object.__setattr__(self, "idle_seconds", _seconds(self.idle_seconds, "idle_seconds"))
         object.__setattr__(
             self, "handshake_seconds", _seconds(self.handshake_seconds, "handshake_seconds")
@@ -226,13 +239,13 @@ class ConnectionGuard:
         if state is not None:
             state.peer = True
 
-    def submitted(self, conn: ServerConnection) -> bool:
-        """Count one ``submit`` answered on ``conn``; ``True`` when it reached
+    def submitted(self, conn: ServerConnection, count: int = 1) -> bool:
+        """Count ``count`` submissions answered on ``conn``; ``True`` when they reached
         ``max_submissions_per_connection`` (the node then closes it; counted once)."""
         state = self._open.get(conn)
         if state is None:
             return False
-        state.submissions += 1
+        state.submissions += count
         if state.submissions >= self.limits.max_submissions_per_connection and not state.closing:
             state.closing = True
             self._refuse("submissions")

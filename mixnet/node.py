@@ -79,6 +79,7 @@ from mixnet.node_http import (
 from mixnet.peer_auth import PeerAuthenticator
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore, StoreError
+from mixnet.submit_many import SUBMIT_MANY, parse_submit_many, receipts_frame
 from mixnet.tls import check_server_tls
 from mixnet.wire import decode_frame, encode_frame, error_frame, get_str
 from mixnet.writer import StoreWriter
@@ -487,6 +488,15 @@ class BaseNode:
             kind = get_str(raw, "type", max_length=32)
             if kind == "submit" and self.guard.submitted(conn):
                 self._closing.add(conn)  # answered, then closed (mixnet.limits)
+            if kind == SUBMIT_MANY and "submit" in self.accepts:
+                submissions = parse_submit_many(
+                    raw,
+                    self._limits,
+                    max_count=self.settings.connection_limits.max_submissions_per_frame,
+                )
+                if self.guard.submitted(conn, len(submissions)):
+                    self._closing.add(conn)
+                return await self._serve_many(submissions)
             if kind == "status":
                 return {"type": "status", **self.status()}
             if kind == "challenge":
@@ -527,6 +537,26 @@ class BaseNode:
         if not reply.done():
             raise InternalError("the node gave no answer")
         return to_wire(reply.result())
+
+    async def _serve_many(self, submissions: Sequence[Frame | MixnetError]) -> dict[str, object]:
+        """Serve the submissions of a ``submit-many`` frame side by side, each exactly as a
+        lone ``submit`` (:meth:`_serve`), and answer with their replies in order
+        (:mod:`mixnet.submit_many`)."""
+
+        async def one(submission: Frame | MixnetError) -> dict[str, object]:
+            try:
+                if isinstance(submission, MixnetError):
+                    raise submission
+                return await self._serve(submission)
+            except MixnetError as exc:
+                self.metrics.error(exc.code)
+                return error_frame(exc)
+            except Exception:
+                self.metrics.error(InternalError.code)
+                log.exception("%s: internal error", self.settings.name)
+                return error_frame(InternalError("internal error; see the node's log"))
+
+        return receipts_frame(await asyncio.gather(*(one(s) for s in submissions)))
 
     # ------------------------------------------------------------------ HTTP
 

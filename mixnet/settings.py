@@ -20,6 +20,7 @@ from mixnet.core.policy import RoundPolicy
 from mixnet.frames import FrameLimits
 from mixnet.limits import DEFAULT_LIMITS, Limits
 from mixnet.onion import onion_length, submission_length
+from mixnet.submit_many import SUBMISSION_WIRE_SLACK
 from mixnet.tls import TlsConfig
 
 __all__ = ["FRAME_SLACK", "NodeSettings", "node_settings"]
@@ -85,9 +86,12 @@ class NodeSettings:
         return onion_length(self.payload_length, layers, proven=self.ownership_proofs)
 
     def max_frame(self) -> int:
-        """Largest frame this node accepts, in bytes."""
-        items = 1 if self.hop == 0 else self.policy.chunk_size
-        return items * (self.item_length_in() + 8) + FRAME_SLACK
+        """Largest frame this node accepts, in bytes: a batch chunk at a later node; at the
+        entry mix a ``submit-many`` frame of ``[limits].max_submissions_per_frame`` boxes."""
+        if self.hop == 0:
+            per_frame = self.connection_limits.max_submissions_per_frame
+            return per_frame * (self.item_length_in() + SUBMISSION_WIRE_SLACK) + FRAME_SLACK
+        return self.policy.chunk_size * (self.item_length_in() + 8) + FRAME_SLACK
 
     def successor_max_frame(self) -> int:
         """Largest reply or frame expected over the link to the successor, in bytes."""

@@ -6,8 +6,9 @@ Chooses the protocol as ``cloaknet demo`` does (:func:`cloaknet.demo_plan.choose
 directory the way ``cloaknet demo`` does (rounds of exactly N users), starts every mix and the
 analyzer as ``python -m cloaknet node`` processes on 127.0.0.1, pre-wraps every user's
 submission on every core (:class:`cloaknet.loadgen.LoadGenerator`), sends them to the entry
-mix over several connections, waits for the analyzer's result and for every node to finish
-the round, and stops every process it started (also on failure or Ctrl-C).
+mix over several connections (``--per-frame`` users' boxes per ``submit-many`` frame, or one
+``submit`` frame per user with ``--per-frame 1``), waits for the analyzer's result and for
+every node to finish the round, and stops every process it started (also on failure or Ctrl-C).
 
 It reports, and writes as JSON (``--json FILE``):
 
@@ -403,7 +404,7 @@ async def drive(args: argparse.Namespace, chain_path: Path, nodes: Nodes,
                 values: list[float], console: Console) -> dict[str, Any]:  # fmt: skip
     chain = load_chain(chain_path)
     async with LoadGenerator(chain, workers=args.workers, connections=args.connections,
-                             retry_for=600.0) as load:  # fmt: skip
+                             per_frame=args.per_frame, retry_for=600.0) as load:  # fmt: skip
         info = await load.current_round()
         console.log(f"round {info.round_id} open; measuring the layers' seal/open rates")
         rates = crypto_rates(chain.payload_length, len(chain.config.mixes), chain.messages,
@@ -520,6 +521,7 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
         "loadgen": {
             "workers": wrapped.workers,
             "connections": sent.connections,
+            "submissions_per_frame": args.per_frame,
             "wrap_wall_seconds": wrapped.wall_seconds,
             "wrap_cpu_seconds": wrapped.cpu_seconds,
             "worker_cpu_seconds": wrapped.worker_cpu_seconds,
@@ -645,6 +647,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="wrapping processes (default: one per core)")
     parser.add_argument("--connections", type=int, default=16,
                         help="websockets to the entry mix (default 16)")
+    parser.add_argument("--per-frame", type=int, default=64,
+                        help="submissions per frame to the entry mix: 1 sends one 'submit' "
+                        "frame per user, more a 'submit-many' frame of that many users' "
+                        "boxes (default 64, at most the chain's max_submissions_per_frame, "
+                        "256)")
     parser.add_argument("--crypto-ops", type=int, default=2000,
                         help="libsodium operations per rate measurement (default 2000)")
     parser.add_argument("--timeout", type=float, default=3600.0,

@@ -4,10 +4,10 @@ Starts an in-process chain on 127.0.0.1 (an entry mix, two relays — ``--relays
 a sink running a trivial summing application, each node with its own sqlite store), with a round
 open. Then, for every
 node kind (entry, relay, sink) and every frame type of the protocol (``get-round``,
-``submit``, ``open-round``, ``abort-round``, ``batch``, ``trace``, ``exclude``, ``subscribe``,
-``status``, ``challenge``, ``authenticate``) plus unknown types, it builds a *valid* frame —
-the predecessor-only frames (``open-round``, ``abort-round``, ``batch``, ``trace``,
-``exclude``) both over a plain connection and over one that
+``submit``, ``submit-many``, ``open-round``, ``abort-round``, ``batch``, ``trace``,
+``exclude``, ``subscribe``, ``status``, ``challenge``, ``authenticate``) plus unknown types,
+it builds a *valid* frame — the predecessor-only frames (``open-round``, ``abort-round``,
+``batch``, ``trace``, ``exclude``) both over a plain connection and over one that
 authenticated as the node's predecessor with its identity key, so that the parser and the round
 machine are reached — mutates it, sends it on a fresh websocket and classifies the outcome:
 
@@ -105,6 +105,7 @@ NODE_KINDS = ("entry", "relay", "sink")
 FRAME_TYPES = (
     "get-round",
     "submit",
+    "submit-many",
     "open-round",
     "abort-round",
     "batch",
@@ -1133,6 +1134,8 @@ class Fuzzer:
             return {"type": "authenticate", "node": node, "signature": signature}
         if kind == "submit":
             return await self.submit_frame(ws, target)
+        if kind == "submit-many":
+            return await self.submit_many_frame(ws, target)
         if kind == "open-round":
             r = self.some_round(target, 0.35 if cell.auth else 0.0)
             if cell.auth:
@@ -1199,6 +1202,17 @@ class Fuzzer:
         frame = {"type": "submit", "round": info.round_id, "client": client, "box": box}
         self.submits = [*self.submits[-30:], frame]
         return frame
+
+    async def submit_many_frame(self, ws: ClientConnection, target: Target) -> dict[str, Any]:
+        """A ``submit-many`` of one to four of :meth:`submit_frame`'s submissions (each
+        without its ``type``), or now and then an empty list."""
+        rng = self.rng
+        elements = []
+        for _ in range(0 if rng.random() < 0.05 else rng.randint(1, 4)):
+            element = dict(await self.submit_frame(ws, target))
+            del element["type"]
+            elements.append(element)
+        return {"type": "submit-many", "submissions": elements}
 
     async def batch_frame(self, ws: ClientConnection, target: Target, cell: Cell) -> dict[str, Any]:
         """A chunk of a batch: for the authenticated predecessor, of a round opened for it
@@ -1375,13 +1389,33 @@ class Fuzzer:
                 return "typed-error", error_code, mutated, reply
             detail = f"error code {error_code!r}: {reply.get('reason')!r}"
             return "untyped-error", detail, mutated, reply
+        if reply.get("type") == "receipts":
+            results = reply.get("results")
+            if not isinstance(results, list):
+                return "untyped-error", f"receipts without results: {_brief(reply)}", mutated, reply
+            for result in results:
+                if not isinstance(result, dict):
+                    return "untyped-error", f"a receipt is {result!r}", mutated, reply
+                error_code = result.get("code")
+                if result.get("type") == "error" and (
+                    not isinstance(error_code, str)
+                    or error_code not in ERRORS_BY_CODE
+                    or error_code == InternalError.code
+                ):
+                    detail = f"receipt error code {error_code!r}: {result.get('reason')!r}"
+                    return "untyped-error", detail, mutated, reply
+                self.note_accepted(result)
+        self.note_accepted(reply)
+        if reply.get("type") == "round-keys" and target.kind != "entry":
+            self.note_round_keys(target, reply)
+        return "accepted", str(reply.get("type")), mutated, reply
+
+    def note_accepted(self, reply: dict[str, Any]) -> None:
+        """Remember the (round, client) of an ``accepted`` reply or receipt."""
         if reply.get("type") == "accepted":
             r, c = reply.get("round"), reply.get("client")
             if isinstance(r, int) and isinstance(c, str):
                 self.accepted.add((r, c))
-        if reply.get("type") == "round-keys" and target.kind != "entry":
-            self.note_round_keys(target, reply)
-        return "accepted", str(reply.get("type")), mutated, reply
 
     async def still_serving(self, ws: ClientConnection) -> tuple[str, str] | None:
         """``None`` if the connection that carried the frame answers a ``status`` too (every

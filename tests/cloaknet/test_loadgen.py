@@ -39,6 +39,7 @@ from mixnet.core import submission_digest
 from mixnet.errors import InternalError, MixnetError, RoundClosed, UnknownRound
 from mixnet.link import Backoff
 from mixnet.onion import LAYER_OVERHEAD, onion_length, peel_many, submission_length
+from mixnet.wire import error_frame
 
 MIXES = 3
 
@@ -206,20 +207,27 @@ def test_generator_arguments_are_checked() -> None:
         LoadGenerator(_offline(), connections=0)
     with pytest.raises(ValueError):
         LoadGenerator(_offline(), chunk_users=0)
+    for per_frame in (0, 257):
+        with pytest.raises(ValueError, match="max_submissions_per_frame"):
+            LoadGenerator(_offline(), per_frame=per_frame)
     issuer = SigningKey.generate().verify_key
     with pytest.raises(ValueError, match="admission"):
         LoadGenerator(_offline(Admission(issuer=issuer)))
 
 
-async def drive_chain(tmp_path: Path, *, prewrap: bool, processes: bool) -> None:
-    """A chain of two mixes driven by the generator to the exact sum of 24 users."""
+async def drive_chain(
+    tmp_path: Path, *, prewrap: bool, processes: bool, per_frame: int = 1
+) -> None:
+    """A chain of two mixes driven by the generator to the exact sum of 24 users
+    (``per_frame`` submissions per frame)."""
     users = 24
     protocol = cloak(users)
     policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=60.0)
     values = np.random.default_rng(2).random(users).tolist()
     async with local_chain(tmp_path, protocol, policy, mixes=2) as running:
         async with LoadGenerator(running.chain, workers=2, connections=3, chunk_users=5,
-                                 retry_for=30.0, processes=processes) as load:  # fmt: skip
+                                 retry_for=30.0, processes=processes,
+                                 per_frame=per_frame) as load:  # fmt: skip
             report = await load.run(values, prewrap=prewrap)
         async with connect(running.chain) as net:
             result = await net.result(report.round_id, timeout=60)
@@ -236,6 +244,13 @@ async def drive_chain(tmp_path: Path, *, prewrap: bool, processes: bool) -> None
 @pytest.mark.parametrize("prewrap", [True, False])
 async def test_drives_a_real_chain_to_the_exact_sum(tmp_path: Path, prewrap: bool) -> None:
     await drive_chain(tmp_path, prewrap=prewrap, processes=False)
+
+
+@pytest.mark.parametrize("prewrap", [True, False])
+async def test_submit_many_frames_drive_a_real_chain_to_the_exact_sum(
+    tmp_path: Path, prewrap: bool
+) -> None:
+    await drive_chain(tmp_path, prewrap=prewrap, processes=False, per_frame=5)
 
 
 @pytest.mark.slow
@@ -292,3 +307,43 @@ async def test_an_internal_error_resends_the_identical_box_frame() -> None:
                              retry_for=0.0) as load:  # fmt: skip
         with pytest.raises(InternalError):
             await load._submit(_FlakyLink(failures=5), info, "u", box)  # type: ignore[arg-type]
+
+
+class _FlakyManyLink:
+    """A stand-in for the entry mix's link taking ``submit-many``: refuses the client
+    ``flaky`` with ``internal-error`` ``failures`` times and ``closed`` with round-closed;
+    records every frame sent."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.frames: list[dict[str, object]] = []
+
+    async def request(self, frame: dict[str, object], *, expect: str) -> dict[str, object]:
+        self.frames.append(frame)
+        results: list[dict[str, object]] = []
+        submissions = frame["submissions"]
+        assert isinstance(submissions, list)
+        for element in submissions:
+            client = element["client"]
+            if client == "flaky" and len(self.frames) <= self.failures:
+                results.append(error_frame(InternalError("could not store it")))
+            elif client == "closed":
+                results.append(error_frame(RoundClosed("round 3 is closed")))
+            else:
+                results.append({"type": "accepted", "round": 3, "client": client})
+        return {"type": "receipts", "results": results}
+
+
+async def test_submit_many_resends_only_what_the_entry_mix_could_not_store() -> None:
+    info = RoundInfo(3, 0.0, (bytes(32),))
+    box = bytes(range(100))
+    async with LoadGenerator(_offline(), workers=1, connections=1, processes=False,
+                             retry_for=5.0, backoff=Backoff(0.001, 0.002),
+                             per_frame=4) as load:  # fmt: skip
+        link = _FlakyManyLink(failures=2)
+        users = [("a", box), ("flaky", box), ("b", box)]
+        await load._submit_many(link, info, users)  # type: ignore[arg-type]
+        assert [len(f["submissions"]) for f in link.frames] == [3, 1, 1]  # type: ignore[arg-type]
+        with pytest.raises(RoundMissed):
+            users = [("a", box), ("closed", box)]
+            await load._submit_many(_FlakyManyLink(0), info, users)  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ def test_limits_defaults_and_ranges() -> None:
     assert Limits().table() == {
         "max_connections": 512,
         "max_submissions_per_connection": 1000,
+        "max_submissions_per_frame": 256,
         "idle_seconds": 60.0,
         "handshake_seconds": 10.0,
     }
@@ -39,6 +40,7 @@ def test_limits_defaults_and_ranges() -> None:
         ({"max_connections": 70000}, "max_connections"),
         ({"max_connections": True}, "max_connections"),
         ({"max_submissions_per_connection": 0}, "max_submissions_per_connection"),
+        ({"max_submissions_per_frame": 5000}, "max_submissions_per_frame"),
         ({"idle_seconds": 0}, "idle_seconds"),
         ({"idle_seconds": float("inf")}, "idle_seconds"),
         ({"handshake_seconds": "10"}, "handshake_seconds"),
