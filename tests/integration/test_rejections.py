@@ -21,6 +21,7 @@ from cloaknet.protocols import CloakProtocol
 from mixnet.chain import RoundPolicy
 from mixnet.client import RoundInfo
 from mixnet.keys import sign_link_challenge
+from mixnet.limits import DEFAULT_LIMITS
 from mixnet.onion import seal_layer, wrap
 from mixnet.wire import decode_frame, encode_frame
 
@@ -95,7 +96,9 @@ async def attack(chain: LocalChain, net: ChainClient, round_id: int) -> None:
         await expect_error(ws, submit("a4", other_round), "decryption-failed")
         await expect_error(ws, submit("a5", good, rnd=round_id + 1000), "unknown-round")
         await expect_error(ws, submit("", good), "malformed-frame")
-        oversize = submit("big", b"\x00" * (len(good) + 100_000))  # over the frame limit
+        # over the entry mix's frame limit (room for a full submit-many, docs/wire.md § 3)
+        limit = DEFAULT_LIMITS.max_submissions_per_frame * (len(good) + 512) + 65536
+        oversize = submit("big", b"\x00" * (limit + 1000))
         await expect_error(ws, oversize, "frame-too-large")
         # a well-formed submission from one more user: counts, and its exact retry is
         # acknowledged again without counting twice
