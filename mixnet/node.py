@@ -539,24 +539,63 @@ class BaseNode:
         return to_wire(reply.result())
 
     async def _serve_many(self, submissions: Sequence[Frame | MixnetError]) -> dict[str, object]:
-        """Serve the submissions of a ``submit-many`` frame side by side, each exactly as a
-        lone ``submit`` (:meth:`_serve`), and answer with their replies in order
-        (:mod:`mixnet.submit_many`)."""
+        """Serve the submissions of a ``submit-many`` frame, each exactly as a lone
+        ``submit`` (:meth:`_serve`), and answer with their replies in order
+        (:mod:`mixnet.submit_many`).
 
-        async def one(submission: Frame | MixnetError) -> dict[str, object]:
+        Done in steps over the whole frame, so that the work is shared: the machine takes
+        every submission first; the boxes it asks to open are opened together (:meth:`peel`
+        runs side by side, and the entry mix's batcher opens them in one pool task); the
+        writes the machine then asks for are all queued before any is waited for (one group
+        commit); then each submission's remaining actions run in order, which resolves its
+        reply."""
+        replies: list[dict[str, object] | None] = [None] * len(submissions)
+        waiting: list[tuple[int, list[Action]]] = []
+        peels: list[tuple[int, Peel]] = []
+        for index, submission in enumerate(submissions):
             try:
                 if isinstance(submission, MixnetError):
                     raise submission
-                return await self._serve(submission)
-            except MixnetError as exc:
-                self.metrics.error(exc.code)
-                return error_frame(exc)
-            except Exception:
-                self.metrics.error(InternalError.code)
-                log.exception("%s: internal error", self.settings.name)
-                return error_frame(InternalError("internal error; see the node's log"))
+                actions = self.emit(self.handle(submission))
+            except Exception as exc:  # each submission is answered on its own
+                replies[index] = self._refusal(exc)
+                continue
+            if len(actions) == 1 and isinstance(actions[0], Peel):
+                peels.append((index, actions[0]))
+            else:
+                waiting.append((index, actions))
+        opened = await asyncio.gather(
+            *(self.peel(action) for _, action in peels), return_exceptions=True
+        )
+        for (index, _), outcome in zip(peels, opened, strict=True):
+            try:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                waiting.append((index, self.emit(outcome)))
+            except Exception as exc:
+                replies[index] = self._refusal(exc)
+        loop = asyncio.get_running_loop()
+        for index, actions in waiting:
+            reply: asyncio.Future[Frame] = loop.create_future()
+            await self.execute(actions, reply, detach=True)
+            if not reply.done():
+                replies[index] = self._refusal(InternalError("the node gave no answer"))
+            elif reply.exception() is not None:
+                replies[index] = self._refusal(reply.exception())
+            else:
+                replies[index] = to_wire(reply.result())
+        return receipts_frame(
+            [r if r is not None else self._refusal(InternalError("no answer")) for r in replies]
+        )
 
-        return receipts_frame(await asyncio.gather(*(one(s) for s in submissions)))
+    def _refusal(self, exc: BaseException | None) -> dict[str, object]:
+        """The error map answering a request that raised ``exc`` (counted in the metrics; an
+        error that is not a :class:`MixnetError` is logged and answered ``internal-error``)."""
+        if not isinstance(exc, MixnetError):
+            log.error("%s: internal error", self.settings.name, exc_info=exc)
+            exc = InternalError("internal error; see the node's log")
+        self.metrics.error(exc.code)
+        return error_frame(exc)
 
     # ------------------------------------------------------------------ HTTP
 

@@ -29,7 +29,8 @@ It reports, and writes as JSON (``--json FILE``):
   layer size: the box at the entry mix, an onion at every later mix), measured in the same
   run before the round; ``cpu_over_floor`` — the nodes' CPU over the nodes' part (the
   opens);
-* per node: ``peak_rss_bytes`` (``VmHWM``, reset through ``clear_refs`` after the idle
+* per node: ``cpu_seconds`` and of it ``system_cpu_seconds`` (kernel time: sockets, ``fsync``,
+  thread wake-ups), ``peak_rss_bytes`` (``VmHWM``, reset through ``clear_refs`` after the idle
   reading where the kernel allows it), ``idle_rss_bytes`` (``VmRSS`` before the round),
   ``items_in`` and ``item_length`` (submission boxes at the entry mix, onions at later
   mixes, payloads at the analyzer), ``ciphertext_bytes_in`` (items × item length) and
@@ -109,11 +110,16 @@ class BenchError(RuntimeError):
 # --------------------------------------------------------------------------- /proc
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of process ``pid`` (all its threads), from /proc."""
     text = Path(f"/proc/{pid}/stat").read_text()
     fields = text[text.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # fields 14, 15
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    return sum(cpu_split(pid))
 
 
 def memory(pid: int) -> dict[str, int]:
@@ -417,6 +423,7 @@ async def drive(args: argparse.Namespace, chain_path: Path, nodes: Nodes,
         for node in nodes.nodes:
             mem = memory(node.proc.pid)
             idle[node.name] = {"cpu": cpu_seconds(node.proc.pid), "rss": mem["VmRSS"],
+                               "system": cpu_split(node.proc.pid)[1],
                                "peak_reset": reset_peak(node.proc.pid)}  # fmt: skip
         load_before = os.getloadavg()
         sampler = Sampler({node.name: node.proc.pid for node in nodes.nodes})
@@ -448,6 +455,8 @@ async def drive(args: argparse.Namespace, chain_path: Path, nodes: Nodes,
             role = "analyzer" if hop == len(nodes.nodes) - 1 else "mix"
             per_node.append({"name": node.name, "pid": node.proc.pid,
                              "cpu_seconds": cpu_seconds(node.proc.pid) - idle[node.name]["cpu"],
+                             "system_cpu_seconds": cpu_split(node.proc.pid)[1]
+                             - idle[node.name]["system"],
                              "idle_rss_bytes": idle[node.name]["rss"],
                              "peak_rss_bytes": mem["VmHWM"],
                              "peak_reset": idle[node.name]["peak_reset"],
@@ -486,6 +495,7 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
             "role": "mix" if is_mix else "analyzer",
             "hop": hop,
             "cpu_seconds": node["cpu_seconds"],
+            "system_cpu_seconds": node["system_cpu_seconds"],
             "floor_cpu_seconds": floor,
             "cpu_over_floor": node["cpu_seconds"] / floor if floor else None,
             "items_in": items_in,

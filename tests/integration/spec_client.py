@@ -28,6 +28,8 @@ What it does, by section of ``docs/wire.md``:
 * § 6.1, § 10 — ``get-round`` / ``submit {round, client, box}`` at the entry mix, resending
   the identical frame bytes on a lost connection and re-encoding only after ``round-closed``
   / ``unknown-round``; the receipt is the box's submission digest.
+* § 6.1 — ``submit-many {submissions}``: several users' submissions in one frame, answered by
+  ``receipts {results}``, one ``accepted`` or ``error`` map per submission, in order.
 * § 6.2, § 12 — ``subscribe`` at the analyzer until the round's ``result``.
 
 :func:`check_vectors` rebuilds the byte-level constructions from the vectors file.
@@ -939,6 +941,50 @@ async def submit_value(chain: Chain, entry: Link, x: float, *, max_reencodes: in
     raise SpecClientError(f"value {x!r}: no round took it after {max_reencodes} tries")
 
 
+async def submit_many(chain: Chain, entry: Link, xs: Sequence[float], *,
+                      malformed: bool = False) -> list[Receipt]:
+    """§ 6.1 ``submit-many``: one user per value, every submission in one frame (one round).
+    With ``malformed``, one more element whose box is one byte short goes first; its result
+    must be ``bad-length`` and the others must be stored all the same."""
+    for x in xs:
+        quantize(x, chain.protocol.precision)
+    open_round = await get_round(chain, entry)
+    elements: list[dict[str, Any]] = []
+    boxes: list[bytes] = []
+    for x in xs:
+        box = wrap_submission(encode_value(x, chain.protocol), chain.chain_id,
+                              open_round.round_id, open_round.keys,
+                              proven=chain.ownership_proofs).box
+        boxes.append(box)
+        elements.append({"round": open_round.round_id, "client": secrets.token_hex(16),
+                         "box": box})
+    if malformed:
+        elements.insert(0, {"round": open_round.round_id, "client": secrets.token_hex(16),
+                            "box": boxes[0][:-1]})
+    frame = encode_frame("submit-many", submissions=elements)
+    reply = await entry.request(frame)
+    _expect(reply, "receipts")
+    results = reply.get("results")
+    if not isinstance(results, list) or len(results) != len(elements):
+        raise SpecClientError("receipts: one result per submission expected")
+    receipts = []
+    for n, (element, result) in enumerate(zip(elements, results, strict=True)):
+        if not isinstance(result, dict) or not isinstance(result.get("type"), str):
+            raise SpecClientError(f"receipts: result {n} is not a frame map")
+        if malformed and n == 0:
+            if result.get("type") != "error" or result.get("code") != "bad-length":
+                raise SpecClientError(f"receipts: the short box got {result!r}")
+            continue
+        _expect(result, "accepted")
+        if result.get("round") != element["round"] or result.get("client") != element["client"]:
+            raise SpecClientError(f"receipts: result {n} names another submission")
+        single = encode_frame("submit", round=element["round"], client=element["client"],
+                              box=element["box"])
+        receipts.append(Receipt(element["round"], element["client"],
+                                submission_digest(element["box"]), single))
+    return receipts
+
+
 async def submit_garbage(chain: Chain, entry: Link, *, hop: int, owned: bool) -> Receipt:
     """For tests of § 13.3 on a proven chain: one submission whose first inner onion turns,
     at ``hop`` (1 … L−1), into an item no key opens — with a valid ownership proof
@@ -1040,7 +1086,8 @@ class Outcome:
 
 async def submit_and_sum(chain_path: str | os.PathLike[str], values: Sequence[float], *,
                          drop_first_reply: bool = False, resend_first: bool = False,
-                         garbage: Sequence[tuple[int, bool]] = ()) -> Outcome:
+                         garbage: Sequence[tuple[int, bool]] = (),
+                         many: bool = False) -> Outcome:
     """Submit each value as one user and return the analyzer's result for its round(s).
 
     ``drop_first_reply`` drops the connection right after the first ``submit`` is sent
@@ -1048,7 +1095,8 @@ async def submit_and_sum(chain_path: str | os.PathLike[str], values: Sequence[fl
     ``resend_first`` resends the first submission's identical frame once every value is in
     (the entry mix must acknowledge it again without counting it twice). ``garbage`` (a
     proven chain only): ``(hop, owned)`` for each submission of :func:`submit_garbage` to
-    send first; the chain should exclude them.
+    send first; the chain should exclude them. With ``many`` the values go in one
+    ``submit-many`` frame (:func:`submit_many`, with one malformed element) instead.
     """
     chain = load_chain(chain_path)
     receipts: list[Receipt] = []
@@ -1056,7 +1104,9 @@ async def submit_and_sum(chain_path: str | os.PathLike[str], values: Sequence[fl
     async with Link(chain.mixes[0].url) as entry:
         for hop, owned in garbage:
             bad.append(await submit_garbage(chain, entry, hop=hop, owned=owned))
-        for n, x in enumerate(values):
+        if many:
+            receipts += await submit_many(chain, entry, values, malformed=True)
+        for n, x in enumerate([] if many else values):
             if drop_first_reply and n == 0:
                 entry.drop_next = "submit"
             receipts.append(await submit_value(chain, entry, x))

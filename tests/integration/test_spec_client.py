@@ -186,6 +186,27 @@ def test_spec_client_exact_sum(chain_file: Path) -> None:
     assert result.raw["clamped"] is None
 
 
+def test_spec_client_submits_many_in_one_frame(chain_file: Path) -> None:
+    """docs/wire.md § 6.1 ``submit-many`` from the spec alone: five users and a box one byte
+    short in one frame; the short one is refused ``bad-length``, the five are counted once
+    each (also after an identical resend of one of them)."""
+    chain = spec_client.load_chain(chain_file)
+    k = chain.protocol.precision
+
+    async def run() -> spec_client.Outcome:
+        return await asyncio.wait_for(
+            spec_client.submit_and_sum(chain_file, VALUES, many=True, resend_first=True),
+            timeout=180,
+        )
+
+    outcome = asyncio.run(run())
+    (result,) = outcome.results.values()
+    assert result.status == "ok", result.raw
+    assert result.users == len(VALUES)
+    expected = sum((Fraction(math.floor(Fraction(x) * k), k) for x in VALUES), Fraction(0))
+    assert result.estimate_exact == expected
+
+
 def test_spec_client_on_a_chain_with_ownership_proofs(proven_chain_file: Path) -> None:
     """docs/wire.md § 9.5, § 9.6, § 13.3 against real nodes: a box of the length without
     proofs is refused (`bad-length`); five honest values wrapped with ownership proofs and two
