@@ -105,7 +105,7 @@ from mixnet.core.actions import DeliveredBatch
 from mixnet.core.deliveries import ChunkSigning, judge
 from mixnet.core.intake import item_digest, submission_digest
 from mixnet.dleq import InvalidProof, prove_shared_secret, verify_shared_secret
-from mixnet.errors import DecryptionFailed, DuplicateClient, MixnetError
+from mixnet.errors import BadLength, DecryptionFailed, DuplicateClient, MixnetError
 from mixnet.frames import (
     Aborted,
     AbortRound,
@@ -142,6 +142,7 @@ from mixnet.onion import (
     wrap,
 )
 from mixnet.ownership import ciphertext_digest, new_ephemeral, prove_ownership, verify_ownership
+from mixnet.submit_many import receipts_frame, submit_many_frame
 from mixnet.wire import WIRE_VERSION, encode_frame, error_frame
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "mixnet" / "wire_vectors.json"
@@ -1603,6 +1604,23 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
             "submit", "client", m1, "request", to_wire(Submit(ROUND, "alice", alice_box))
         ),
         frame_vector("accepted", m1, "client", "reply", to_wire(Accepted(ROUND, "alice"))),
+        # § 6.1 submit-many: alice's submission and one whose box is a byte short
+        frame_vector(
+            "submit-many", "client", m1, "submit-many",
+            submit_many_frame(
+                [Submit(ROUND, "alice", alice_box), Submit(ROUND, "bob", alice_box[:-1])]
+            ),
+        ),
+        frame_vector(
+            "receipts", m1, "client", "receipts",
+            receipts_frame(
+                [
+                    to_wire(Accepted(ROUND, "alice")),
+                    error_frame(BadLength(f"field 'box' must be {len(alice_box)} bytes, "
+                                          f"got {len(alice_box) - 1}")),
+                ]
+            ),
+        ),
         frame_vector(
             "error", m1, "client", "error",
             error_frame(DuplicateClient(f"client 'alice' already submitted in round {ROUND}")),

@@ -91,6 +91,7 @@ from mixnet.errors import (
 from mixnet.frames import (
     Batch,
     FrameLimits,
+    Submit,
     parse_authenticate,
     parse_reply,
     parse_request,
@@ -129,6 +130,7 @@ from mixnet.ownership import (
     prove_ownership,
     verify_ownership,
 )
+from mixnet.submit_many import parse_receipts, parse_submit_many, submit_many_frame
 from mixnet.wire import WIRE_VERSION, decode_frame, encode_frame, error_from_frame
 
 VECTORS_PATH = Path(__file__).with_name("wire_vectors.json")
@@ -1242,6 +1244,17 @@ def test_frame_bytes(vector: dict[str, Any]) -> None:
         error = error_from_frame(decoded)
         assert isinstance(error, DuplicateClient)
         assert error.as_pair() == (fields["code"], fields["reason"])
+    elif kind == "submit-many":
+        alice, bob = parse_submit_many(decoded, limits, max_count=2)
+        assert isinstance(alice, Submit) and isinstance(bob, BadLength)
+        assert submit_many_frame([alice]) == {**fields, "submissions": fields["submissions"][:1]}
+    elif kind == "receipts":
+        sent = [
+            Submit(s["round"], s["client"], s["box"])
+            for s in from_json(frame("submit-many"))["submissions"]
+        ]
+        accepted, refused = parse_receipts(decoded, sent).results
+        assert accepted is None and isinstance(refused, BadLength)
     else:
         assert kind == "none"
 
@@ -1329,7 +1342,7 @@ def test_every_frame_type_has_a_vector() -> None:
         "get-round", "round", "submit", "accepted", "error", "challenge", "authenticate",
         "authenticated", "open-round", "round-keys", "abort-round", "aborted", "batch",
         "batch-ack", "trace", "accused", "exclude", "excluded", "subscribe", "pending",
-        "result",
+        "result", "submit-many", "receipts",
     }  # fmt: skip
 
 
