@@ -46,6 +46,7 @@ __all__ = [
     "ResidueArray",
     "encode_many",
     "encode_many_chunks",
+    "exact_sum",
     "quantize",
     "shuffle",
     "sum_mod",
@@ -496,6 +497,32 @@ def _exact_sum_u64(flat: NDArray[np.uint64]) -> int:
     return total
 
 
+def exact_sum(values: NDArray[Any]) -> int:
+    """Exact sum of all entries of ``values``, as a Python int.
+
+    Contract: ``values`` is an array of any shape with an integer dtype (signed or
+    unsigned, any width) or ``object`` dtype holding ints (``bool`` is not rejected there,
+    as ``operator.index`` accepts it); other dtypes raise
+    :class:`~cloaknet.errors.ParameterError`. Integer arrays are summed in vectorized
+    32-bit halves (no wrap-around at any length); ``object`` arrays with Python ints.
+    """
+    arr = np.asarray(values)
+    kind = arr.dtype.kind
+    if kind == "u":
+        return _exact_sum_u64(arr.reshape(-1).astype(np.uint64, copy=False))
+    if kind == "i":
+        # x + 2**63 maps int64 onto uint64 (flipping the sign bit); undo the offset after.
+        flat = arr.reshape(-1).astype(np.int64, copy=False)
+        shifted = flat.view(np.uint64) ^ np.uint64(1 << 63)
+        return _exact_sum_u64(shifted) - flat.shape[0] * (1 << 63)
+    if kind == "O":
+        try:
+            return sum(operator.index(v) for v in arr.reshape(-1).tolist())
+        except TypeError as exc:
+            raise ParameterError(f"shares must be integers: {exc}") from exc
+    raise ParameterError(f"shares must have an integer or object dtype, got {arr.dtype}")
+
+
 def sum_mod(shares: NDArray[Any], modulus: int) -> int:
     """Exact sum of all entries of ``shares`` modulo ``modulus``, as a Python int in ``[0, N)``.
 
@@ -506,24 +533,11 @@ def sum_mod(shares: NDArray[Any], modulus: int) -> int:
         :class:`~cloaknet.errors.ParameterError`.
       * ``modulus``: int ``>= 1``, any size (``ParameterError`` otherwise).
       * Integer arrays are summed exactly in vectorized 32-bit halves (about 0.2 s per
-        ``5 * 10**7`` entries); ``object`` arrays are summed with Python ints.
+        ``5 * 10**7`` entries); ``object`` arrays are summed with Python ints
+        (:func:`exact_sum`).
     """
     n_mod = _check_modulus(modulus, 1)
-    arr = np.asarray(shares)
-    kind = arr.dtype.kind
-    if kind == "u":
-        return _exact_sum_u64(arr.reshape(-1).astype(np.uint64, copy=False)) % n_mod
-    if kind == "i":
-        # x + 2**63 maps int64 onto uint64 (flipping the sign bit); undo the offset after.
-        flat = arr.reshape(-1).astype(np.int64, copy=False)
-        shifted = flat.view(np.uint64) ^ np.uint64(1 << 63)
-        return (_exact_sum_u64(shifted) - flat.shape[0] * (1 << 63)) % n_mod
-    if kind == "O":
-        try:
-            return sum(operator.index(v) for v in arr.reshape(-1).tolist()) % n_mod
-        except TypeError as exc:
-            raise ParameterError(f"shares must be integers: {exc}") from exc
-    raise ParameterError(f"shares must have an integer or object dtype, got {arr.dtype}")
+    return exact_sum(shares) % n_mod
 
 
 def shuffle(shares: NDArray[_ScalarT], rng: RandomSource = SYSTEM_RANDOM) -> NDArray[_ScalarT]:

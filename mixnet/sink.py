@@ -47,12 +47,16 @@ from mixnet.status_page import (
 )
 from mixnet.store import NodeStore
 
-__all__ = ["SUBSCRIBE_WAIT", "SinkApplication", "SinkNode"]
+__all__ = ["STORE_CACHE_KIB", "SUBSCRIBE_WAIT", "SinkApplication", "SinkNode"]
 
 log = logging.getLogger("mixnet")
 
 #: Seconds one ``subscribe`` waits for a result before answering ``pending``.
 SUBSCRIBE_WAIT = 60.0
+#: KiB of SQLite page cache the sink's store may hold: the sink writes each chunk once and
+#: reads it back only after a restart, so SQLite's default (2000 KiB) would only fill with
+#: chunk pages — more memory than a round's payloads of up to half a million items.
+STORE_CACHE_KIB = 128
 
 
 class SinkApplication(Protocol):
@@ -107,6 +111,7 @@ class SinkNode(BaseNode):
         if not settings.is_sink or settings.predecessor is None:
             raise ValueError("a sink is the node after the last mix")
         super().__init__(settings, store, clock=clock)
+        store.limit_cache(STORE_CACHE_KIB)  # before the writer thread first uses it
         self.application = application
         self.machine = SinkMachine(
             predecessor=settings.predecessor, item_length=settings.item_length_in()

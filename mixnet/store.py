@@ -510,6 +510,22 @@ class NodeStore:
         except CorruptRow as exc:
             raise StoreError(f"store {self.path} is corrupt: {exc}") from None
 
+    def limit_cache(self, kib: int) -> None:
+        """Let SQLite's page cache of this connection hold at most about ``kib`` KiB
+        (``PRAGMA cache_size = -kib``; the default is 2000 KiB). For a node that writes
+        what it never reads back during a round (the sink's chunks), whose cache would
+        otherwise fill with their pages. Like every method: never while another thread uses
+        the store.
+
+        :raises ValueError: ``kib < 1``. :raises StoreError: closed, or the pragma failed.
+        """
+        if isinstance(kib, bool) or not isinstance(kib, int) or kib < 1:
+            raise ValueError(f"kib must be a positive int, got {kib!r}")
+        try:
+            self._connection().execute(f"PRAGMA cache_size = {-kib}")
+        except sqlite3.Error as exc:
+            raise StoreError(f"store {self.path}: cannot set the cache size: {exc}") from None
+
     def close(self) -> None:
         """Close the database (retrying a due checkpoint; SQLite then checkpoints and removes
         the WAL). Idempotent; later calls of other methods raise :class:`StoreError`.

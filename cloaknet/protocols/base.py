@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 
 from cloaknet.encoding import check_input
 from cloaknet.errors import ParameterError, ShareCountError, ShareError
+from cloaknet.protocols.fold import MessageFold
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 from cloaknet.validation import check_int
 from cloaknet.vectorized import quantize, uniform_residues
@@ -45,6 +46,7 @@ __all__ = [
     "SummationProtocol",
     "check_epsilon_delta",
     "check_int",
+    "check_message_count",
     "flat_messages",
     "randomized_round",
     "round_up_decisions",
@@ -90,11 +92,7 @@ def flat_messages(messages: NDArray[Any], users: int, per_user: int, modulus: in
     if arr.dtype.kind not in "uiO":
         raise ParameterError(f"messages must be integers, got dtype {arr.dtype}")
     flat = arr.reshape(-1)
-    expected = n * per_user
-    if flat.shape[0] != expected:
-        raise ShareCountError(
-            f"expected n·m = {n}·{per_user} = {expected} messages, got {flat.shape[0]}"
-        )
+    check_message_count(n, int(flat.shape[0]), per_user)
     if flat.shape[0]:
         if arr.dtype.kind == "O":
             values = flat.tolist()
@@ -106,6 +104,20 @@ def flat_messages(messages: NDArray[Any], users: int, per_user: int, modulus: in
         if low < 0 or high >= modulus:
             raise ShareError(f"messages must lie in [0, {modulus}), found range [{low}, {high}]")
     return flat
+
+
+def check_message_count(users: object, count: int, per_user: int) -> int:
+    """``users`` as an int, checked as :func:`flat_messages` checks it against ``count``
+    messages (what a :class:`~cloaknet.protocols.fold.SumFold` sees instead of the array).
+
+    :raises ParameterError: ``users`` is not a positive integer.
+    :raises ShareCountError: ``count`` is not ``users · per_user``.
+    """
+    n = check_int("users", users, 1)
+    expected = n * per_user
+    if count != expected:
+        raise ShareCountError(f"expected n·m = {n}·{per_user} = {expected} messages, got {count}")
+    return n
 
 
 # --------------------------------------------------------------------------- randomness
@@ -327,6 +339,14 @@ class SummationProtocol(abc.ABC):
         ``{"estimate": float}`` plus protocol-specific fields (this default has none).
         Raises what :meth:`analyze` raises."""
         return {"estimate": float(self.analyze(messages, users, rng=rng))}
+
+    def message_fold(self) -> MessageFold | None:
+        """A fresh :class:`~cloaknet.protocols.fold.MessageFold` that computes
+        :meth:`result_fields` from the messages one block at a time (so the analyzer never
+        holds a round's messages as one array), or ``None``: this default, for a protocol
+        whose analyzer needs them all at once (the analyzer then decodes the whole batch
+        and calls :meth:`result_fields`)."""
+        return None
 
     @abc.abstractmethod
     def predicted_rmse(self) -> float:

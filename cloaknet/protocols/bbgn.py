@@ -40,10 +40,12 @@ from cloaknet.protocols.base import (
     SummationProtocol,
     check_epsilon_delta,
     check_int,
+    check_message_count,
     flat_messages,
     randomized_round,
 )
 from cloaknet.protocols.central import default_precision, discrete_laplace_variance
+from cloaknet.protocols.fold import MessageFold, SumFold
 from cloaknet.protocols.polya import PolyaNoise
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 from cloaknet.vectorized import encode_many, sum_mod
@@ -292,13 +294,31 @@ class BBGNProtocol(SummationProtocol):
     ) -> float:
         """Σ shares mod q, decoded into [−T, n'·k + T] (n' = ``users`` <= the planned
         ``max_users``), divided by k."""
+        self._check_round_users(users)
+        flat = flat_messages(messages, users, self.plan.messages, self.plan.modulus)
+        return self._estimate(sum_mod(flat, self.plan.modulus), users)
+
+    def message_fold(self) -> MessageFold:
+        """A :class:`~cloaknet.protocols.fold.SumFold`: the estimate needs only Σ shares."""
+        return SumFold(self._fields_from_sum)
+
+    def _fields_from_sum(
+        self, total: int, count: int, users: int, rng: RandomSource
+    ) -> dict[str, object]:
+        """``result_fields`` of ``count`` shares summing to ``total`` (checked as
+        :meth:`analyze` checks the shares themselves)."""
+        self._check_round_users(users)
+        check_message_count(users, count, self.plan.messages)
+        return {"estimate": float(self._estimate(total % self.plan.modulus, users))}
+
+    def _check_round_users(self, users: int) -> None:
         if isinstance(users, int) and not isinstance(users, bool) and users > self.plan.max_users:
             raise ParameterError(
-                f"round has {users} users but the modulus was planned for "
-                f"{self.plan.max_users}"
+                f"round has {users} users but the modulus was planned for {self.plan.max_users}"
             )
-        flat = flat_messages(messages, users, self.plan.messages, self.plan.modulus)
-        raw = sum_mod(flat, self.plan.modulus)
+
+    def _estimate(self, raw: int, users: int) -> float:
+        """The estimate from z̄ = Σ shares mod q."""
         if raw > users * self.plan.precision + self.plan.tail_bound:
             raw -= self.plan.modulus
         return raw / self.plan.precision

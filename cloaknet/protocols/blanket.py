@@ -23,10 +23,12 @@ from cloaknet.protocols.base import (
     SummationProtocol,
     check_epsilon_delta,
     check_int,
+    check_message_count,
     flat_messages,
     randomized_round,
     uniform_bits,
 )
+from cloaknet.protocols.fold import MessageFold, SumFold
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 from cloaknet.vectorized import uniform_residues
 
@@ -143,6 +145,21 @@ class BlanketProtocol(SummationProtocol):
         """(Σ y − n·γ·k/2) / ((1 − γ)·k) with n = ``users`` and the exact γ."""
         flat = flat_messages(messages, users, 1, self.precision + 1)
         total = int(np.sum(flat.astype(np.int64), dtype=np.int64))
+        return self._estimate(total, users)
+
+    def message_fold(self) -> MessageFold:
+        """A :class:`~cloaknet.protocols.fold.SumFold`: the estimate needs only Σ y."""
+        return SumFold(self._fields_from_sum)
+
+    def _fields_from_sum(
+        self, total: int, count: int, users: int, rng: RandomSource
+    ) -> dict[str, object]:
+        """``result_fields`` of ``count`` messages summing to ``total``."""
+        n = check_message_count(users, count, 1)
+        return {"estimate": float(self._estimate(total, n))}
+
+    def _estimate(self, total: int, users: int) -> float:
+        """(Σ y − n·γ·k/2) / ((1 − γ)·k)."""
         k = self.precision
         gamma = self.gamma_exact
         estimate = (total - users * gamma * Fraction(k, 2)) / ((1 - gamma) * k)

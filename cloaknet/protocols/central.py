@@ -23,9 +23,11 @@ from cloaknet.protocols.base import (
     SummationProtocol,
     check_epsilon_delta,
     check_int,
+    check_message_count,
     flat_messages,
     randomized_round,
 )
+from cloaknet.protocols.fold import MessageFold, SumFold
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 
 __all__ = ["CentralProtocol", "default_precision", "discrete_laplace_variance"]
@@ -97,6 +99,18 @@ class CentralProtocol(SummationProtocol):
         flat = flat_messages(messages, users, 1, self.precision + 1)
         total = int(np.sum(flat.astype(np.int64), dtype=np.int64))
         return (total + self.sample_noise(rng)) / self.precision
+
+    def message_fold(self) -> MessageFold:
+        """A :class:`~cloaknet.protocols.fold.SumFold`: the release needs only Σ x̄."""
+        return SumFold(self._fields_from_sum)
+
+    def _fields_from_sum(
+        self, total: int, count: int, users: int, rng: RandomSource
+    ) -> dict[str, object]:
+        """``result_fields`` of ``count`` messages summing to ``total`` (Z drawn from
+        ``rng`` as :meth:`analyze` draws it)."""
+        check_message_count(users, count, 1)
+        return {"estimate": float((total + self.sample_noise(rng)) / self.precision)}
 
     def noise_variance(self) -> float:
         """Var(Z)/k² in input units."""

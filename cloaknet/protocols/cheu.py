@@ -23,10 +23,12 @@ from cloaknet.protocols.base import (
     SummationProtocol,
     check_epsilon_delta,
     check_int,
+    check_message_count,
     flat_messages,
     randomized_round,
     uniform_bits,
 )
+from cloaknet.protocols.fold import MessageFold, SumFold
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 
 __all__ = [
@@ -258,7 +260,22 @@ class CheuProtocol(SummationProtocol):
     ) -> float:
         """(C − p·n·r/2) / ((1 − p)·k), C = number of ones, n = ``users``."""
         flat = flat_messages(messages, users, self.bits, 2)
-        ones = int(np.count_nonzero(flat))
+        return self._estimate(int(np.count_nonzero(flat)), users)
+
+    def message_fold(self) -> MessageFold:
+        """A :class:`~cloaknet.protocols.fold.SumFold`: the messages are bits, so their
+        sum is C, the number of ones."""
+        return SumFold(self._fields_from_sum)
+
+    def _fields_from_sum(
+        self, total: int, count: int, users: int, rng: RandomSource
+    ) -> dict[str, object]:
+        """``result_fields`` of ``count`` bits summing to ``total`` ones."""
+        n = check_message_count(users, count, self.bits)
+        return {"estimate": float(self._estimate(total, n))}
+
+    def _estimate(self, ones: int, users: int) -> float:
+        """(C − p·n·r/2) / ((1 − p)·k)."""
         p = self.p_exact
         estimate = (ones - p * users * self.bits / 2) / ((1 - p) * self.precision)
         return float(estimate)

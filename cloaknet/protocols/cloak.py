@@ -23,7 +23,13 @@ from cloaknet.noise import truncated_laplace_variance
 from cloaknet.params import CloakParams, Mode
 from cloaknet.pipeline import noise_many
 from cloaknet.planner import Plan, plan
-from cloaknet.protocols.base import SummationProtocol, check_epsilon_delta, flat_messages
+from cloaknet.protocols.base import (
+    SummationProtocol,
+    check_epsilon_delta,
+    check_message_count,
+    flat_messages,
+)
+from cloaknet.protocols.fold import MessageFold, SumFold
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 from cloaknet.vectorized import encode_many, quantize, sum_mod
 
@@ -151,7 +157,20 @@ class CloakProtocol(SummationProtocol):
         """Algorithm 2's result: ``estimate`` (float), ``estimate_exact`` ("num/den"),
         ``raw_sum`` (z̄ = Σ y mod N, a decimal string), ``clamped`` (None, "low" or "high")
         and ``precision`` (k)."""
-        result = self._algorithm2(messages, users)
+        return self._fields(self._algorithm2(messages, users))
+
+    def message_fold(self) -> MessageFold:
+        """A :class:`~cloaknet.protocols.fold.SumFold`: Algorithm 2 needs only Σ y."""
+        return SumFold(self._fields_from_sum)
+
+    def _fields_from_sum(
+        self, total: int, count: int, users: int, rng: RandomSource
+    ) -> dict[str, object]:
+        """:meth:`result_fields` of ``count`` shares summing to ``total``."""
+        check_message_count(users, count, self.params.messages)
+        return self._fields(analyze_sum(total % self.params.modulus, users, self.params))
+
+    def _fields(self, result: AnalyzerResult) -> dict[str, object]:
         exact = result.estimate_exact
         return {
             "estimate": result.estimate,

@@ -53,6 +53,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cloaknet.errors import ParameterError, ShareCountError, ShareError
+from cloaknet.protocols.fold import CoordinateSums
 from cloaknet.protocols.vector_rounding import (
     as_rows,
     clip_vectors,
@@ -77,8 +78,6 @@ __all__ = [
 MAX_SCALED_CLIP: Final[float] = float(1 << 26)
 #: Largest dimension (the squared norms of rounded vectors stay below 2^62).
 MAX_DIMENSION: Final[int] = 1 << 24
-_LOW32: Final = np.uint64(0xFFFF_FFFF)
-_SHIFT32: Final = np.uint64(32)
 
 
 def _width(largest: int) -> int:
@@ -406,51 +405,68 @@ class VectorSumProtocol:
         :raises ShareCountError: a wrong total or per-coordinate count.
         :raises ShareError: a message out of range.
         """
-        n = check_int("users", users, 1)
-        if n > self.params.max_users:
-            raise ParameterError(
-                f"round has {n} users but the window was planned for {self.params.max_users}"
-            )
+        n = self._check_round_users(users)
         arr = np.asarray(messages)
         if arr.dtype.kind not in "ui":
             raise ParameterError(f"messages must be integers, got dtype {arr.dtype}")
         flat = arr.reshape(-1)
-        d, m = self.dimension, self.messages_per_coordinate
-        expected = n * d * m
-        if flat.shape[0] != expected:
-            raise ShareCountError(
-                f"expected n·d·m = {n}·{d}·{m} = {expected} messages, got {flat.shape[0]}"
-            )
+        self._check_total(n, int(flat.shape[0]))
         if arr.dtype.kind == "i" and flat.shape[0] and int(flat.min()) < 0:
             raise ShareError("messages must be non-negative")
-        words = flat.astype(np.uint64)
-        index = words >> self._shift
-        share = words & self._share_mask
-        if flat.shape[0]:
-            if int(index.max()) >= d:
-                raise ShareError(f"a message has index {int(index.max())} >= d = {d}")
-            if int(share.max()) >= self.share_modulus:
+        sums = self.coordinate_sums()
+        sums.add(flat.astype(np.uint64, copy=False))
+        return self.integers_from_sums(sums, n)
+
+    def coordinate_sums(self) -> CoordinateSums:
+        """Empty per-coordinate sums of this protocol's messages (index, share), to fold
+        messages into a block at a time and decode with :meth:`integers_from_sums`."""
+        return CoordinateSums(self.dimension, self._shift, self._share_mask)
+
+    def integers_from_sums(self, sums: CoordinateSums, users: int) -> list[int]:
+        """:meth:`analyze_integers` of the messages folded into ``sums`` (same checks, in
+        the same order, and the same errors)."""
+        n = self._check_round_users(users)
+        d, m = self.dimension, self.messages_per_coordinate
+        self._check_total(n, sums.count)
+        if sums.count:
+            if sums.max_index >= d:
+                raise ShareError(f"a message has index {sums.max_index} >= d = {d}")
+            if sums.max_share >= self.share_modulus:
                 raise ShareError(f"a message has a share >= q = {self.share_modulus}")
-        counts = np.bincount(index.astype(np.int64), minlength=d)
+        counts = sums.counts
         if np.any(counts != n * m):
             j = int(np.flatnonzero(counts != n * m)[0])
             raise ShareCountError(
                 f"coordinate {j} has {int(counts[j])} messages, expected n·m = {n * m}"
             )
-        grouped = share[np.argsort(index, kind="stable")].reshape(d, n * m)
-        # exact sums: 32-bit halves summed in uint64 (n·m < 2^32 terms each)
-        low = np.bitwise_and(grouped, _LOW32).sum(axis=1, dtype=np.uint64)
-        high = (grouped >> _SHIFT32).sum(axis=1, dtype=np.uint64)
         q, w = self.share_modulus, self.params.window
         out: list[int] = []
-        for lo, hi in zip(low.tolist(), high.tolist(), strict=True):
+        for lo, hi in zip(sums.low.tolist(), sums.high.tolist(), strict=True):
             total = ((int(hi) << 32) + int(lo)) % q
             out.append(total - q if total > w else total)
         return out
 
+    def _check_round_users(self, users: int) -> int:
+        n = check_int("users", users, 1)
+        if n > self.params.max_users:
+            raise ParameterError(
+                f"round has {n} users but the window was planned for {self.params.max_users}"
+            )
+        return n
+
+    def _check_total(self, users: int, count: int) -> None:
+        d, m = self.dimension, self.messages_per_coordinate
+        expected = users * d * m
+        if count != expected:
+            raise ShareCountError(
+                f"expected n·d·m = {users}·{d}·{m} = {expected} messages, got {count}"
+            )
+
     def analyze(self, messages: object, users: int) -> NDArray[np.float64]:
         """The estimate of Σ_i clip(x_i): the decoded integer sums divided by s."""
-        sums = self.analyze_integers(messages, users)
+        return self._estimate(self.analyze_integers(messages, users))
+
+    def _estimate(self, sums: list[int]) -> NDArray[np.float64]:
         estimate: NDArray[np.float64] = np.array(
             [float(Fraction(v) / Fraction(self.params.scale)) for v in sums], dtype=np.float64
         )
@@ -461,7 +477,14 @@ class VectorSumProtocol:
         ``estimate`` (their total), ``dimension`` and ``users`` — what a chain's analyzer
         publishes (:mod:`cloaknet.protocols.vector_chain`). Raises what :meth:`analyze`
         raises."""
-        vector = self.analyze(messages, users)
+        return self._fields(self.analyze(messages, users), users)
+
+    def fields_from_sums(self, sums: CoordinateSums, users: int) -> dict[str, object]:
+        """:meth:`result_fields` of the messages folded into ``sums`` (raises what
+        :meth:`integers_from_sums` raises)."""
+        return self._fields(self._estimate(self.integers_from_sums(sums, users)), users)
+
+    def _fields(self, vector: NDArray[np.float64], users: int) -> dict[str, object]:
         return {
             "vector": [float(v) for v in vector.tolist()],
             "estimate": float(np.sum(vector)),

@@ -42,6 +42,7 @@ from numpy.typing import NDArray
 
 from cloaknet.errors import InputRangeError, ParameterError
 from cloaknet.protocols.base import SummationProtocol
+from cloaknet.protocols.fold import CoordinateFold, CoordinateSums, MessageFold
 from cloaknet.protocols.vector import VectorParams, VectorSumProtocol
 from cloaknet.randomness import SYSTEM_RANDOM, RandomSource
 
@@ -235,7 +236,17 @@ class VectorChainProtocol(SummationProtocol):
         """``vector`` (d floats), ``estimate`` (their total), ``dimension``
         (:meth:`VectorSumProtocol.result_fields`) and, when the parameters come from a plan,
         ``training_rounds`` (the rounds its (ε, δ) covers)."""
-        fields = self.vector.result_fields(messages, users)
+        return self._with_rounds(self.vector.result_fields(messages, users))
+
+    def message_fold(self) -> MessageFold:
+        """A :class:`~cloaknet.protocols.fold.CoordinateFold`: per coordinate, the count
+        and the exact sum of the shares are all the analyzer needs."""
+        return CoordinateFold(self.vector.coordinate_sums(), self._fields_from_sums)
+
+    def _fields_from_sums(self, sums: CoordinateSums, users: int) -> dict[str, object]:
+        return self._with_rounds(self.vector.fields_from_sums(sums, users))
+
+    def _with_rounds(self, fields: dict[str, object]) -> dict[str, object]:
         if self.vector.plan is not None:
             fields["training_rounds"] = self.vector.plan.rounds
         return fields

@@ -132,7 +132,12 @@ class Deliver:
 class DeliveredBatch:
     """What the sink's application receives: ``payloads`` (in the last mix's order), the
     number of clients ``clients`` and the batch's declared ``count``; ``excluded``
-    submissions were proven bad and left out by the chain (``clients`` counts the rest)."""
+    submissions were proven bad and left out by the chain (``clients`` counts the rest).
+
+    The sink hands ``payloads`` over as an :class:`~mixnet.core.items.Items` (the round's
+    one contiguous buffer, read-only): an application that reads it a block at a time
+    (:meth:`~mixnet.core.items.Items.blocks`) needs no Python object per payload. Any other
+    ``Sequence[bytes]`` is accepted too (tests, other callers)."""
 
     clients: int
     count: int

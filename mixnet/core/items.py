@@ -192,6 +192,20 @@ class Items(Sequence[bytes]):
             return _readonly(np.ascontiguousarray(self._rows))
         return _readonly(np.take(self._rows, self._index, axis=0))
 
+    def blocks(self, rows: int) -> Iterator[Rows]:
+        """The items in order, as consecutive read-only C-contiguous ``(k, width)`` arrays
+        of at most ``rows`` rows each (none for no items): views of the buffer where
+        :meth:`array` of that stretch would be one, else a fresh copy of one block at a
+        time — so reading every item costs at most one block of memory on top of the
+        buffer, and never one object per item.
+
+        :raises ValueError: ``rows < 1``.
+        """
+        if rows < 1:
+            raise ValueError("rows must be >= 1")
+        for start in range(0, len(self), rows):
+            yield self[start : start + rows].array()
+
     def tobytes(self) -> bytes:
         """The items concatenated."""
         return self.array().tobytes()
