@@ -248,6 +248,9 @@ class BatchIntake:
     inputs: RowArena | None = None
     #: chunk index -> (first row, rows) of its kept outputs in ``outputs``
     output_rows: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: whether the first chunk sizes :attr:`seen` for the batch (a mix filters replays; the
+    #: sink, whose items are plaintext payloads, does not)
+    filters_replays: bool = True
 
     def _shape(self) -> tuple[int, int, int] | None:
         if self.chunks is not None:
@@ -294,7 +297,7 @@ class BatchIntake:
         for i, payload in enumerate(payloads):
             if not isinstance(payload, bytes) or len(payload) != length:
                 raise BadLength(f"payload {i} must be {length} bytes")
-        if self._shape() is None and not self.received:
+        if self.filters_replays and self._shape() is None and not self.received:
             self.seen.reserve(min(count, RESERVE_LIMIT))  # the first chunk: size the filter
         return True
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from mixnet.core.actions import Action, Deliver, DeliveredBatch, Persist, Publish, Reply
 from mixnet.core.downstream import ChunkReceiver
+from mixnet.core.intake import BatchIntake
 from mixnet.core.records import DropIntake, NewRound, NodeRecords, PutResult, SetRound
 from mixnet.core.rounds import RoundState, prune_rounds, refuse_forgotten
 from mixnet.core.status import Role, RoundStatus, advance
@@ -41,6 +42,11 @@ class SinkMachine(ChunkReceiver):
         self.forgotten: set[int] = set()
         #: results of the rounds in :attr:`rounds` (older ones are only in the store)
         self.results: dict[int, Mapping[str, object]] = {}
+
+    def _new_intake(self, round_id: int) -> BatchIntake:
+        """The sink's intake: payloads are plaintext (equal values are legitimate), so no
+        replay filter is sized for them."""
+        return BatchIntake(round_id, self.predecessor, self.item_length, filters_replays=False)
 
     def status(self, round_id: int) -> RoundStatus | None:
         """The round's status here, or ``None`` if this node never saw it."""
