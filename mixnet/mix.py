@@ -7,7 +7,8 @@ the store: adopted when written, dropped when erased); peeling runs in a thread 
 of :data:`PEEL_CHUNK` onions (libsodium releases the GIL), and small requests — the entry
 mix's submission boxes — are peeled many per pool task (:class:`~mixnet.peeling.PeelBatcher`);
 the permutation (:func:`~mixnet.core.intake.random_permutation`, OS CSPRNG) runs in a thread
-too and yields views of the round's buffer, not copies. The entry mix also answers
+too and yields views of the round's buffer, not copies; the outbound chunks are signed in
+that thread as well (their Merkle roots are off the event loop). The entry mix also answers
 ``get-round``, drives the machine's timer and, on a chain
 with ``[admission]``, checks each submission's credential, token and signature
 (:meth:`mixnet.admission.Admission.check`) before the machine sees it.
@@ -102,9 +103,7 @@ class MixNode(BaseNode):
             self.role = Role.ENTRY
         else:
             self.role = Role.LAST if settings.hop == settings.hops - 1 else Role.RELAY
-        self.accepts = (
-            frozenset({"submit"}) if settings.hop == 0 else PREDECESSOR_FRAMES
-        )
+        self.accepts = frozenset({"submit"}) if settings.hop == 0 else PREDECESSOR_FRAMES
         link = Link(
             settings.successor_url,
             max_size=settings.successor_max_frame(),
@@ -378,13 +377,16 @@ class MixNode(BaseNode):
     async def mix(self, action: Mix) -> list[Action]:
         """Permute the round (OS CSPRNG) and cut it in chunks, off the event loop."""
         started = self.clock()
-        chunks = await asyncio.get_running_loop().run_in_executor(
-            self.pool, _mix_and_cut, action.payloads, action.chunk_size
-        )
+        signing = self.machine.signing
+        sign = None if signing is None else signing.sign
+        chunks, signatures = await asyncio.get_running_loop().run_in_executor(
+            self.pool, _mix_cut_and_sign, action.payloads, action.chunk_size, action.round_id,
+            sign,
+        )  # fmt: skip
         self.note(
             action.round_id, messages=len(action.payloads), mix_seconds=self.clock() - started
         )
-        return self.machine.mixed(action.round_id, chunks)
+        return self.machine.mixed(action.round_id, chunks, signatures)
 
     # ------------------------------------------------------------------ entry mix
 
@@ -459,6 +461,20 @@ class MixNode(BaseNode):
     async def stop(self) -> None:
         await super().stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _mix_cut_and_sign(
+    payloads: Sequence[bytes],
+    chunk_size: int,
+    round_id: int,
+    sign: Callable[[int, int, Sequence[bytes]], bytes] | None,
+) -> tuple[list[Items], list[bytes] | None]:
+    """:func:`_mix_and_cut`, and each chunk's signature by ``sign`` (``None``: no
+    signatures), in the calling (worker) thread rather than on the event loop."""
+    chunks = _mix_and_cut(payloads, chunk_size)
+    if sign is None:
+        return chunks, None
+    return chunks, [sign(round_id, index, chunk) for index, chunk in enumerate(chunks)]
 
 
 def _mix_and_cut(payloads: Sequence[bytes], chunk_size: int) -> list[Items]:

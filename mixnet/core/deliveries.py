@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from nacl.signing import VerifyKey
 
 from mixnet.blame import Accusation, delivered_by
-from mixnet.chunk_signature import Delivery, delivery_of, verify_chunk
+from mixnet.chunk_signature import Delivery, delivery_of, root_of_leaves, verify_chunk
 from mixnet.errors import BadSignature
 
 #: An identity key as a :class:`~nacl.signing.VerifyKey`, made once per key (one per chunk
@@ -47,8 +47,10 @@ class ChunkSigning:
         return self.names[hop] if 0 <= hop < len(self.names) else None
 
     def check(self, round_id: int, sender: str, index: int, items: Sequence[bytes],
-              signature: bytes | None) -> None:  # fmt: skip
-        """Check a received chunk's signature.
+              signature: bytes | None, *,
+              leaves: Sequence[bytes] | None = None) -> None:  # fmt: skip
+        """Check a received chunk's signature (``leaves``, if given, must be the items' leaf
+        hashes, :func:`~mixnet.chunk_signature.leaf_hashes`: computed already).
 
         :raises BadSignature: it is missing while the sender is known to sign, or does not
             verify under the sender's identity key.
@@ -60,7 +62,9 @@ class ChunkSigning:
             raise BadSignature(f"chunk {index} from {sender} is not signed")
         if not verify_chunk(_verify_key(key), signature, chain_id=self.chain_id,
                             round_id=round_id, sender=sender, index=index,
-                            items=items):  # fmt: skip
+                            items=items,
+                            root=None if leaves is None else root_of_leaves(leaves),
+                            ):  # fmt: skip
             raise BadSignature(f"chunk {index} from {sender}: the signature does not verify")
 
 
@@ -79,9 +83,9 @@ class ReceivedChunk:
                            signature=self.signature)  # fmt: skip
 
 
-def deliveries(received: Mapping[int, ReceivedChunk], wanted: Sequence[bytes]) -> (
-    dict[bytes, Delivery]
-):
+def deliveries(
+    received: Mapping[int, ReceivedChunk], wanted: Sequence[bytes]
+) -> dict[bytes, Delivery]:
     """The :class:`Delivery` of each of ``wanted`` found in ``received`` chunks."""
     wanted_set = set(wanted)
     found: dict[bytes, Delivery] = {}

@@ -35,6 +35,9 @@ _M64 = (1 << 64) - 1
 _MAX_LOAD = 0.75
 _MIN_CAPACITY = 64
 _MAX_CAPACITY = (1 << 32) - 1
+#: Keys left in a bulk probe below which the rest are probed one by one (each vectorized
+#: round costs a dozen numpy calls, whatever the number of keys left in it).
+_SCALAR_TAIL = 32
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -180,6 +183,11 @@ class _Table:
         pos = self._homes(lo)
         todo = np.flatnonzero((hi != 0) | (lo != 0))
         while todo.size:
+            if todo.size <= _SCALAR_TAIL:  # the few long probe sequences: one by one
+                for i in todo.tolist():
+                    slot = self.find(int(hi[i]), int(lo[i]))
+                    result[i] = slot if slot >= 0 else -1
+                break
             p = pos[todo]
             a, b = self._hi[p], self._lo[p]
             found = (a == hi[todo]) & (b == lo[todo])
@@ -201,6 +209,14 @@ class _Table:
         pos = self._homes(lo)
         todo = np.arange(count)
         while todo.size:
+            if todo.size <= _SCALAR_TAIL:  # the few long probe sequences: one by one
+                his, los, owns = self._hiv, self._lov, self._ownv
+                for i in todo.tolist():
+                    slot = -1 - self.find(int(hi[i]), int(lo[i]))  # absent: an empty slot
+                    his[slot], los[slot] = int(hi[i]), int(lo[i])
+                    if self._owners:
+                        owns[slot] = int(owners[i])
+                break
             p = pos[todo]
             free = (self._hi[p] == 0) & (self._lo[p] == 0)
             slots, first = np.unique(p[free], return_index=True)
@@ -397,6 +413,34 @@ class ReplayFilter(MutableMapping[bytes, int]):
             self._table.put(0, 0, chunk)
             hi, lo = hi[~zero], lo[~zero]
         self._table.insert_new(hi, lo, chunk)
+
+    def admit(self, digests: bytes, chunk: int) -> tuple[npt.NDArray[np.intp], bytes]:
+        """The replay filter of chunk number ``chunk`` whose items have ``digests``
+        (concatenated, one per item), as :func:`mixnet.core.intake.replay_positions` with
+        precomputed digests: an item is kept unless its digest is held for another chunk,
+        or repeats an earlier item of the chunk. Records the kept digests as ``chunk``'s;
+        returns the kept positions (ascending) and the digests this call added (in order).
+        Deterministic: a copy of the same chunk keeps exactly what the first copy kept.
+
+        :raises ValueError: not a whole number of 16-byte digests.
+        """
+        hi, lo = split_digests(digests)
+        count = hi.shape[0]
+        owners = np.asarray(self.owners(hi, lo), dtype=np.int64)
+        keep = (owners == -1) | (owners == chunk)
+        if count > 1 and np.unique(hi).shape[0] < count:  # maybe repeats: keep the first
+            first: set[bytes] = set()
+            for position in range(count):
+                digest = digests[position * DIGEST_LENGTH : (position + 1) * DIGEST_LENGTH]
+                if digest in first:
+                    keep[position] = False
+                else:
+                    first.add(digest)
+        positions = np.flatnonzero(keep)
+        new = np.flatnonzero(keep & (owners == -1))
+        self.add_new(hi[new], lo[new], chunk)
+        words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
+        return positions, words[new].tobytes()
 
     def clear(self) -> None:
         self._table = _Table(owners=True)

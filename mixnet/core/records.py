@@ -81,8 +81,9 @@ class Chunk:
     ``index`` is in ``[0, chunks)``; ``count`` is the number of items in the sender's whole
     batch; ``dropped`` counts items of this chunk that were replays or failed to peel (not
     stored); ``len(payloads) + dropped`` is the number of items the chunk carried.
-    ``digests`` are the 16-byte digests (:func:`mixnet.core.intake.item_digest`,
-    concatenated) of the incoming items this chunk brought into the round's replay filter,
+    ``digests`` are the 16-byte replay digests (concatenated; at a relay
+    :func:`mixnet.core.relay.replay_digests`, the first 16 bytes of each item's Merkle leaf
+    hash) of the incoming items this chunk brought into the round's replay filter,
     so that a restarted relay still drops their replays. At a mix, ``inputs`` are the
     received ciphertexts the ``payloads`` were peeled from (aligned with them; kept until
     the round's trace is done, to prove a step); at the sink it is empty. ``excluded`` is the

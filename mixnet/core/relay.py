@@ -10,24 +10,27 @@ Life of a round at a relay, and at the last mix (which holds its batch until the
 
 ``open-round`` makes the round key (injected :data:`~mixnet.core.rounds.KeyFactory`), stores
 it, passes the request down the chain and answers with this node's and every later node's
-signed keys. Chunks of the predecessor's batch are checked, replayed ciphertexts dropped,
-the rest peeled, stored and acknowledged (:mod:`mixnet.core.downstream`); the complete batch
-is permuted and forwarded like the entry mix's (the last mix holds it). The trace and the
-exclusions are :mod:`mixnet.core.tracing`'s.
+signed keys. Chunks of the predecessor's batch are checked, replayed ciphertexts dropped
+(each item is hashed once: its Merkle leaf serves the signature check and, cut to 16 bytes,
+the replay filter, :func:`replay_digests`), the rest peeled, stored and acknowledged
+(:mod:`mixnet.core.downstream`); the complete batch is permuted and forwarded like the entry
+mix's (the last mix holds it). The trace and the exclusions are :mod:`mixnet.core.tracing`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from mixnet.blame import PayloadValidator, accept_all
+from mixnet.chunk_signature import leaf_hashes
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
 from mixnet.core.deliveries import ChunkSigning, ReceivedChunk
+from mixnet.core.digests import DIGEST_LENGTH
 from mixnet.core.downstream import ChunkReceiver
-from mixnet.core.intake import replay_positions
 from mixnet.core.items import Items
 from mixnet.core.records import EraseKey, NewRound, NodeRecords, SetRound
 from mixnet.core.rounds import (
@@ -54,10 +57,21 @@ from mixnet.frames import (
     Trace,
 )
 
-__all__ = ["ChunkPeeled", "RelayMachine"]
+__all__ = ["ChunkPeeled", "RelayMachine", "replay_digests"]
 
 #: Statuses in which a mix holds a round's whole batch, key and intake.
 _HELD = frozenset({RoundStatus.CLOSED, RoundStatus.MIXED, RoundStatus.FORWARDED})
+
+
+def replay_digests(leaves: Sequence[bytes]) -> bytes:
+    """The replay filter's 16-byte digests of received items, concatenated: the first 16
+    bytes of each item's Merkle leaf hash (``leaves``, :func:`~mixnet.chunk_signature.
+    leaf_hashes`: BLAKE2b-256 of ``0x00 || item``), so that each item is hashed once. They
+    are internal to a mix (stored with its chunks to rebuild the filter after a restart)."""
+    if not leaves:
+        return b""
+    rows = np.frombuffer(b"".join(leaves), dtype=np.uint8).reshape(len(leaves), -1)
+    return rows[:, :DIGEST_LENGTH].tobytes()
 
 
 @dataclass(frozen=True)
@@ -194,24 +208,25 @@ class RelayMachine(ChunkReceiver, TracingMix):
         keep it for deliveries, drop replays and peel the rest."""
         assert st.batch is not None
         received = Items.of(batch.payloads, self.item_length)  # one contiguous copy
+        # each item is hashed once: its Merkle leaf serves the signature and the replay filter
+        leaves = leaf_hashes(received)
         if self.signing is not None:
             self.signing.check(batch.round_id, batch.sender, batch.index, received,
-                               batch.signature)  # fmt: skip
+                               batch.signature, leaves=leaves)  # fmt: skip
             if batch.signature is not None:
                 st.received[batch.index] = ReceivedChunk(
                     batch.sender, batch.index, received, batch.signature
                 )
-        # the replay filter hashes each item once (the signature check above hashed it for
-        # the Merkle root); the digests this chunk added to the filter are stored with it, so
-        # that a restart rebuilds the filter
-        positions, digests = replay_positions(received, st.batch.seen, batch.index)
-        unique = received.take(np.asarray(positions, dtype=np.int64))
+        # the digests this chunk added to the filter are stored with it, so that a restart
+        # rebuilds the filter
+        positions, digests = st.batch.seen.admit(replay_digests(leaves), batch.index)
+        unique = received if len(positions) == len(received) else received.take(positions)
         token = ChunkPeeled(batch, len(received) - len(positions), digests, unique)
         return [Peel(batch.round_id, unique, token)]
 
-    def peeled(self, token: object, results: Sequence[bytes | MixnetError], now: float) -> (
-        list[Action]
-    ):
+    def peeled(
+        self, token: object, results: Sequence[bytes | MixnetError], now: float
+    ) -> list[Action]:
         """Event: the adapter peeled a chunk (items that fail to peel are dropped and
         counted; the sink then sees fewer items than the batch declared)."""
         if not isinstance(token, ChunkPeeled):
@@ -219,19 +234,24 @@ class RelayMachine(ChunkReceiver, TracingMix):
         st = self.rounds[token.batch.round_id]
         if len(results) != len(token.items):
             raise InternalError("the peel returned another number of items")
-        ok = [i for i, p in enumerate(results) if isinstance(p, bytes)]
-        kept = [p for p in results if isinstance(p, bytes)]
-        dropped = token.replayed + len(results) - len(kept)
-        if self.proven and len(ok) < len(results):  # kept for the trace (in memory: lost
-            good = set(ok)  # with a restart, and then untraced)
-            failed = tuple(token.items[i] for i in range(len(results)) if i not in good)
-            st.chunk_failed[token.batch.index] = failed
         items = token.items
-        inputs: Sequence[bytes] = (
-            items.take(np.asarray(ok, dtype=np.int64))
-            if isinstance(items, Items)
-            else [items[i] for i in ok]
-        )
+        inputs: Sequence[bytes]
+        if all(isinstance(p, bytes) for p in results):  # the common case: every item peeled
+            kept = cast("Sequence[bytes]", results)
+            inputs = items
+        else:
+            ok = [i for i, p in enumerate(results) if isinstance(p, bytes)]
+            kept = [p for p in results if isinstance(p, bytes)]
+            if self.proven:  # kept for the trace (in memory: lost with a restart, and then
+                good = set(ok)  # untraced)
+                failed = tuple(items[i] for i in range(len(results)) if i not in good)
+                st.chunk_failed[token.batch.index] = failed
+            inputs = (
+                items.take(np.asarray(ok, dtype=np.intp))
+                if isinstance(items, Items)
+                else [items[i] for i in ok]
+            )
+        dropped = token.replayed + len(results) - len(kept)
         return self.chunk_ready(st, token.batch, kept, dropped, token.digests, inputs)
 
     def persisted(self, token: object, now: float) -> list[Action]:

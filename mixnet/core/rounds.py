@@ -106,6 +106,9 @@ class RoundState:
     clients: int | None = None
     outbound: OutboundBatch | None = None
     acked: set[int] = field(default_factory=set)
+    #: mixes: signatures made off the event loop, by outbound chunk index: (the chunk's
+    #: ``payloads`` object they were made over, the signature); used only for that object
+    signatures: dict[int, tuple[object, bytes]] = field(default_factory=dict)
 
 
 #: Ids of pruned rounds a machine remembers (to refuse them with a typed error; an older one
@@ -179,8 +182,16 @@ class MixRounds:
         st.clients = clients
         return [Mix(st.round_id, payloads, self.chunk_size)]
 
-    def mixed(self, round_id: int, chunks: Sequence[Sequence[bytes]]) -> list[Action]:
-        """Event: the adapter permuted the round's payloads and cut them into ``chunks``.
+    def mixed(
+        self,
+        round_id: int,
+        chunks: Sequence[Sequence[bytes]],
+        signatures: Sequence[bytes] | None = None,
+    ) -> list[Action]:
+        """Event: the adapter permuted the round's payloads and cut them into ``chunks``
+        (and, if ``signatures`` are given, signed each chunk: ``signing.sign(round_id, i,
+        chunks[i])``, off the event loop; used for the chunks passed as
+        :class:`~mixnet.core.items.Items`, which the outbound batch holds as they are).
 
         Stores the outbound batch, drops the intake and erases the round key in one
         transaction (status ``MIXED``), then sends the first chunk.
@@ -197,6 +208,13 @@ class MixRounds:
         )
         self._move(st, RoundStatus.MIXED)
         st.outbound = outbound
+        st.signatures.clear()
+        if signatures is not None and len(signatures) == len(outbound.chunks):
+            st.signatures.update(
+                (c.index, (c.payloads, sig))
+                for c, sig in zip(outbound.chunks, signatures, strict=True)
+                if isinstance(c.payloads, Items)
+            )
         st.entry = st.batch = None
         # the intake stays until the trace is done (it maps outputs back to inputs); the
         # entry mix proves nothing, so its key goes now; later mixes keep theirs to prove
@@ -236,6 +254,7 @@ class MixRounds:
         self._move(st, done)
         st.outbound = None
         st.acked.clear()
+        st.signatures.clear()
         return [
             Persist((DropOutbound(st.round_id), SetRound(st.round_id, status=done))),
             *self._forwarded(st),
@@ -245,7 +264,11 @@ class MixRounds:
         """This node's signature over an outbound chunk (``None`` without a signer)."""
         if self.signing is None or self.signing.sign is None:
             return None
-        return self.signing.sign(round_id, chunk.index, tuple(chunk.payloads))
+        st = self.rounds.get(round_id)
+        made = None if st is None else st.signatures.get(chunk.index)
+        if made is not None and made[0] is chunk.payloads:  # made over this very chunk
+            return made[1]
+        return self.signing.sign(round_id, chunk.index, chunk.payloads)
 
     def _forwarded(self, st: RoundState) -> list[Action]:
         """The successor acknowledged the whole batch (the entry mix starts the trace)."""

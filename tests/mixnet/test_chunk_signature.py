@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,11 +15,14 @@ from mixnet.chunk_signature import (
     delivery_of,
     inclusion_path,
     leaf_hash,
+    leaf_hashes,
     path_root,
+    root_of_leaves,
     sign_chunk,
     verify_chunk,
     verify_delivery,
 )
+from mixnet.core.items import Items
 from mixnet.errors import BadLength
 
 KEY = SigningKey(b"\x07" * 32)
@@ -76,3 +81,35 @@ def test_a_delivery_proves_one_item_of_a_signed_chunk() -> None:
         Delivery("mix1", 2, 9, 6, (b"short",), signature)
     with pytest.raises(TypeError):
         Delivery("mix1", -1, 9, 6, (), signature)
+
+
+def _reference_root(leaves: list[bytes]) -> bytes:
+    """RFC 6962's recursive definition (split at the largest power of two below n)."""
+    if not leaves:
+        return hashlib.blake2b(b"", digest_size=32).digest()
+    if len(leaves) == 1:
+        return leaves[0]
+    k = 1 << ((len(leaves) - 1).bit_length() - 1)
+    left, right = _reference_root(leaves[:k]), _reference_root(leaves[k:])
+    return hashlib.blake2b(b"\x01" + left + right, digest_size=32).digest()
+
+
+@pytest.mark.parametrize("count", [*range(0, 70), 127, 128, 129, 1023, 1024, 1025, 4097])
+def test_the_level_by_level_root_is_rfc6962s(count: int) -> None:
+    items = [hashlib.sha256(i.to_bytes(4, "big")).digest()[:5] for i in range(count)]
+    leaves = [leaf_hash(item) for item in items]
+    assert leaf_hashes(items) == leaves == leaf_hashes(Items.of(items, 5))
+    assert root_of_leaves(leaves) == _reference_root(leaves) == chunk_root(items)
+    assert chunk_root(Items.of(items, 5)) == chunk_root(items)
+
+
+def test_a_given_root_signs_and_verifies_as_the_items_do() -> None:
+    items = [b"a", b"b", b"c"]
+    root = chunk_root(items)
+    args = {"chain_id": "c", "round_id": 3, "sender": "mix1", "index": 1, "items": items}
+    signature = sign_chunk(KEY, root=root, **args)  # type: ignore[arg-type]
+    assert signature == sign_chunk(KEY, **args)  # type: ignore[arg-type]
+    vk = KEY.verify_key
+    assert verify_chunk(vk, signature, root=root, **args)  # type: ignore[arg-type]
+    wrong = chunk_root([b"a", b"b", b"d"])
+    assert not verify_chunk(vk, signature, root=wrong, **args)  # type: ignore[arg-type]

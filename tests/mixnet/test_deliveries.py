@@ -11,6 +11,8 @@ from mixnet.chunk_signature import sign_chunk
 from mixnet.core.actions import Mix, Peel, Persist, Prove, Reply, Send, Verify
 from mixnet.core.deliveries import ChunkSigning, ReceivedChunk, deliveries, judge
 from mixnet.core.entry import EntryMachine
+from mixnet.core.items import Items
+from mixnet.core.records import OutboundBatch, OutboundChunk
 from mixnet.core.relay import RelayMachine
 from mixnet.core.tracing import BlameChecked
 from mixnet.core.verdict import BlameJudged
@@ -31,8 +33,7 @@ from tests.mixnet.test_machines import (
 
 R = 5
 KEYS = {
-    name: SigningKey(bytes([i + 1]) * 32)
-    for i, name in enumerate(("mix1", "mix2", "mix3", "mix4"))
+    name: SigningKey(bytes([i + 1]) * 32) for i, name in enumerate(("mix1", "mix2", "mix3", "mix4"))
 }
 IDENTITIES = {name: bytes(key.verify_key) for name, key in KEYS.items()}
 
@@ -198,3 +199,29 @@ def test_the_entry_mix_judges_a_blame_from_its_evidence(holds: bool, named: str)
     (abort,) = m.verified(verify.token, [holds], NOW)
     assert isinstance(abort, Send) and isinstance(abort.frame, Exclude)
     assert abort.frame.abort == f"mix {named} could not back its accusations"
+
+
+def test_signatures_made_while_mixing_are_sent_only_with_their_chunks() -> None:
+    """``mixed(..., signatures)``: a chunk given as ``Items`` goes out with the signature made
+    over it (off the event loop); any other chunk, or one re-made later, is signed anew."""
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    m = relay()
+    peel = one(m.on_batch(batch(items, signed(items))), Peel)
+    persist = one(m.peeled(peel.token, [i[:-LAYER] for i in items], NOW), Persist)
+    mix = one(m.persisted(persist.token, NOW), Mix)
+    outputs = Items.of(list(mix.payloads))
+    sent = one(m.mixed(R, [outputs], [b"s" * 64]), Send).frame
+    assert isinstance(sent, Batch) and sent.signature == b"s" * 64
+    m.rounds[R].outbound = OutboundBatch(3, 3, (OutboundChunk(0, tuple(outputs)),))
+    again = m._send_next(m.rounds[R])
+    frame = one(again, Send).frame
+    assert isinstance(frame, Batch)
+    expected = sign_chunk(KEYS["mix2"], chain_id="c", round_id=R, sender="mix2", index=0,
+                          items=list(outputs))  # fmt: skip
+    assert frame.signature == expected
+    other = relay()
+    peel = one(other.on_batch(batch(items, signed(items))), Peel)
+    persist = one(other.peeled(peel.token, [i[:-LAYER] for i in items], NOW), Persist)
+    one(other.persisted(persist.token, NOW), Mix)
+    sent = one(other.mixed(R, [list(outputs)], [b"s" * 64]), Send).frame  # not Items
+    assert isinstance(sent, Batch) and sent.signature == expected

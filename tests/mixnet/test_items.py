@@ -24,6 +24,7 @@ from mixnet.core.intake import (
     filter_replays,
     item_digest,
     random_permutation,
+    replay_positions,
 )
 from mixnet.core.items import Items, RowArena, allocate_rows
 from mixnet.core.submissions import SubmissionTable
@@ -198,6 +199,39 @@ class TestFilterReplays:
         assert (kept, dropped, digests) == ([a, b], 1, item_digest(a) + item_digest(b))
         assert drop_replays([a], {}, 0) == ([a], 0)
 
+    def test_admit_with_precomputed_digests_is_replay_positions(self) -> None:
+        """``ReplayFilter.admit`` (digests given) keeps, records and returns what
+        ``replay_positions`` (which hashes the items itself) does, also for repeats within a
+        chunk, items of other chunks, a chunk sent again and the all-zero digest."""
+        pool = [bytes([i]) * 8 for i in range(6)]
+        chunks = [[0, 1, 0, 2], [1, 3, 3], [4, 0, 5, 4], [5], [0, 1, 0, 2]]
+        ours, model = ReplayFilter(), ReplayFilter()
+        for index, chunk in zip((0, 1, 2, 3, 0), chunks, strict=True):
+            items = [pool[i] for i in chunk]
+            digests = b"".join(item_digest(i) for i in items)
+            positions, added = ours.admit(digests, index)
+            assert (positions.tolist(), added) == replay_positions(items, model, index)
+        assert dict(ours) == dict(model)
+        zero = ReplayFilter()
+        positions, added = zero.admit(bytes(16) * 2 + b"\x01" * 16, 7)
+        assert positions.tolist() == [0, 2] and added == bytes(16) + b"\x01" * 16
+        assert zero[bytes(16)] == 7 and zero.admit(b"", 7)[1] == b""
+
+    def test_admit_fills_a_large_table_like_a_dict(self) -> None:
+        """Bulk probes (and their one-by-one tails) answer as a dict does in a table filled
+        to its limit, replays of earlier chunks included."""
+        chunks = [[os.urandom(16) for _ in range(4096)] for _ in range(6)]
+        chunks.append(chunks[0][:100] + chunks[3][-50:] + [os.urandom(16) for _ in range(10)])
+        flt, model = ReplayFilter(), dict[bytes, int]()
+        flt.reserve(sum(map(len, chunks)))
+        for index, chunk in enumerate(chunks):
+            positions, added = flt.admit(b"".join(chunk), index)
+            kept = [i for i, d in enumerate(chunk) if model.get(d, index) == index]
+            assert positions.tolist() == kept
+            assert added == b"".join(chunk[i] for i in kept if chunk[i] not in model)
+            model.update((chunk[i], index) for i in kept if chunk[i] not in model)
+        assert dict(flt) == model
+
 
 class TestBatchKeep:
     def test_kept_outputs_read_in_chunk_order_without_copying(self) -> None:
@@ -290,3 +324,4 @@ def test_secrets_not_numpy_for_permutations() -> None:
     stream = secrets.token_bytes(8 * 6)
     keys = np.frombuffer(stream, dtype=np.uint64)
     assert random_permutation(6, lambda n: stream).tolist() == np.argsort(keys).tolist()
+

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import pytest
 
+from mixnet.chunk_signature import leaf_hash
 from mixnet.core.actions import (
     Action,
     Deliver,
@@ -38,7 +39,7 @@ from mixnet.core.entry import (
     Stored,
     SubmitPeeled,
 )
-from mixnet.core.intake import item_digest, submission_digest
+from mixnet.core.intake import submission_digest
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import (
     AckOutbound,
@@ -110,6 +111,11 @@ _fresh = itertools.count(1)
 
 
 # ============================================================================ helpers
+
+
+def relay_digest(x: bytes) -> bytes:
+    """A relay's replay digest of a received item: its Merkle leaf's first 16 bytes."""
+    return leaf_hash(x)[:16]
 
 
 def announcement(node: str, index: int, round_id: int) -> RoundKeyAnnouncement:
@@ -278,9 +284,7 @@ class TestEntryOpening:
         acts = m.on_reply(OpenRound(1), RoundKeys(1, downstream(1)), NOW + 1)
         assert acts == [
             Persist(
-                (
-                    SetRound(1, status=S.OPEN, deadline=NOW + 1 + DEADLINE_S, announcements=anns),
-                ),
+                (SetRound(1, status=S.OPEN, deadline=NOW + 1 + DEADLINE_S, announcements=anns),),
                 token=Opened(1),
             )
         ]
@@ -342,8 +346,13 @@ class TestEntryOpening:
         assert m.on_send_error(OpenRound(1), RoundClosed("no"), NOW) == []
         acts = m.handle_timer(NOW + OPEN_RETRY_BASE)
         assert acts == [
-            Persist((NewRound(2, S.OPENING, NOW + OPEN_RETRY_BASE, keys.secret(2),
-                              (keys.announcement(2),)),)),
+            Persist(
+                (
+                    NewRound(
+                        2, S.OPENING, NOW + OPEN_RETRY_BASE, keys.secret(2), (keys.announcement(2),)
+                    ),
+                )
+            ),
             Send(OpenRound(2)),
         ]
 
@@ -426,14 +435,10 @@ class TestEntrySubmissions:
         assert offer is not None and offer.clients == 0
         acts = m.peeled(token, peel([frame.box], M), NOW + 1)
         sub = Submission("alice", digest, payloads_of(frame))
-        assert acts == [
-            Persist((AddSubmission(1, sub),), token=Stored(1, "alice", digest))
-        ]
+        assert acts == [Persist((AddSubmission(1, sub),), token=Stored(1, "alice", digest))]
         offer = m.offer()
         assert offer is not None and offer.clients == 1  # counted once peeled
-        assert m.persisted(Stored(1, "alice", digest), NOW + 1) == [
-            Reply(Accepted(1, "alice"))
-        ]
+        assert m.persisted(Stored(1, "alice", digest), NOW + 1) == [Reply(Accepted(1, "alice"))]
         assert m.status(1) is S.OPEN
 
     def test_exact_retry_while_storing_waits_for_the_original(self) -> None:
@@ -643,9 +648,7 @@ class TestEntryDeadline:
         chunk = one(m.mixed(1, [[b"x" * RELAY_ITEM]]), Send).frame
         m.on_reply(chunk, BatchAck(1, 0), now)
         assert m.status(1) is S.FORWARDED
-        assert confirm(m, 1, now) == [
-            Persist((DropIntake(1), SetRound(1, status=S.CONFIRMED)))
-        ]
+        assert confirm(m, 1, now) == [Persist((DropIntake(1), SetRound(1, status=S.CONFIRMED)))]
         for r in range(2, RECEIPT_ROUNDS + 1):  # rounds 2..RECEIPT_ROUNDS are refused
             assert m.on_submit(a) == [Reply(Accepted(1, "a"))]
             m.on_send_error(OpenRound(r), InternalError("down"), now)
@@ -653,8 +656,7 @@ class TestEntryDeadline:
             assert timer is not None
             now = timer
             acts = m.handle_timer(now)
-            new = NewRound(r + 1, S.OPENING, now, keys.secret(r + 1),
-                           (keys.announcement(r + 1),))
+            new = NewRound(r + 1, S.OPENING, now, keys.secret(r + 1), (keys.announcement(r + 1),))
             if r + 1 <= RECEIPT_ROUNDS:
                 assert acts == [Persist((new,)), Send(OpenRound(r + 1))]
             else:  # opening round RECEIPT_ROUNDS + 1 forgets round 1
@@ -905,9 +907,7 @@ class TestEntryRestore:
 
     def test_a_mixed_round_with_every_chunk_acknowledged_is_forwarded(self) -> None:
         outbound = OutboundBatch(1, 1, (OutboundChunk(0, (b"x" * RELAY_ITEM,), acked=True),))
-        records = NodeRecords(
-            rounds=(round_record(6, S.MIXED, clients=1),), outbound={6: outbound}
-        )
+        records = NodeRecords(rounds=(round_record(6, S.MIXED, clients=1),), outbound={6: outbound})
         m, acts = restore_entry(records)
         assert acts == [
             Persist((DropOutbound(6), SetRound(6, status=S.FORWARDED))),
@@ -979,15 +979,19 @@ def open_relay(round_id: int = 5) -> tuple[RelayMachine, Keys]:
 
 
 def chunk_frame(
-    index: int, payloads: Sequence[bytes], *, chunks: int = 2, clients: int = 2, count: int = 4,
-    round_id: int = 5, sender: str = PRED,
+    index: int,
+    payloads: Sequence[bytes],
+    *,
+    chunks: int = 2,
+    clients: int = 2,
+    count: int = 4,
+    round_id: int = 5,
+    sender: str = PRED,
 ) -> Batch:
     return Batch(round_id, sender, index, chunks, clients, count, tuple(payloads))
 
 
-def receive(
-    machine: RelayMachine | SinkMachine, frame: Batch
-) -> tuple[list[Action], Persist]:
+def receive(machine: RelayMachine | SinkMachine, frame: Batch) -> tuple[list[Action], Persist]:
     """Deliver a chunk up to its store write: (actions on the way, the write)."""
     acts = machine.on_batch(frame)
     if isinstance(machine, RelayMachine):
@@ -1087,12 +1091,19 @@ class TestRelayIntake:
         relay, _ = open_relay()
         x, y = item(RELAY_ITEM), item(RELAY_ITEM)
         frame = chunk_frame(0, [x, y, x])  # x is replayed within the chunk
-        digests = item_digest(x) + item_digest(y)  # what this chunk let into the filter
+        digests = relay_digest(x) + relay_digest(y)  # what this chunk let into the filter
         token = ChunkPeeled(frame, 1, digests, (x, y))
         assert relay.on_batch(frame) == [Peel(5, [x, y], token)]
         acts = relay.peeled(token, peel([x, y]), NOW)
         chunk = Chunk(
-            PRED, 0, 2, 2, 4, dropped=1, payloads=(x[:-LAYER], y[:-LAYER]), digests=digests,
+            PRED,
+            0,
+            2,
+            2,
+            4,
+            dropped=1,
+            payloads=(x[:-LAYER], y[:-LAYER]),
+            digests=digests,
             inputs=(x, y),
         )
         assert acts == [Persist((AddChunk(5, chunk),), token=ChunkStored(5, chunk))]
@@ -1108,9 +1119,9 @@ class TestRelayIntake:
         frame = chunk_frame(1, [y, z, x], count=5)
         p = one(relay.on_batch(frame), Peel)
         assert list(p.items) == [z]
-        assert p.token == ChunkPeeled(frame, 2, item_digest(z), (z,))
+        assert p.token == ChunkPeeled(frame, 2, relay_digest(z), (z,))
         acts = relay.peeled(p.token, [DecryptionFailed("tagged")], NOW)
-        chunk = Chunk(PRED, 1, 2, 2, 5, dropped=3, payloads=(), digests=item_digest(z))
+        chunk = Chunk(PRED, 1, 2, 2, 5, dropped=3, payloads=(), digests=relay_digest(z))
         assert acts == [Persist((AddChunk(5, chunk),), token=ChunkStored(5, chunk))]
 
     def test_the_last_chunk_closes_the_round_and_mixes_it(self) -> None:
@@ -1288,7 +1299,7 @@ class TestRelayRestore:
         x, y = item(RELAY_ITEM), item(RELAY_ITEM)
         receive_and_store(relay, chunk_frame(0, [x], count=3))
         # the chunk as the relay stores it: with the digests of what it let into the filter
-        stored = Chunk(PRED, 0, 2, 2, 3, 0, (x[:-LAYER],), digests=item_digest(x))
+        stored = Chunk(PRED, 0, 2, 2, 3, 0, (x[:-LAYER],), digests=relay_digest(x))
         records = NodeRecords(rounds=(RoundRecord(5, S.OPEN, NOW),), chunks={5: (stored,)})
         restarted, _ = restore_relay(records)
         p = one(restarted.on_batch(chunk_frame(1, [x, y], count=3)), Peel)
@@ -1299,7 +1310,10 @@ class TestRelayRestore:
         records = NodeRecords(
             rounds=(
                 RoundRecord(
-                    5, S.OPEN, NOW, secret_key=keys.secret(5),
+                    5,
+                    S.OPEN,
+                    NOW,
+                    secret_key=keys.secret(5),
                     announcements=(keys.announcement(5),),
                 ),
             )
@@ -1353,7 +1367,12 @@ def make_sink() -> SinkMachine:
 
 
 def sink_chunk(
-    index: int, payloads: Sequence[bytes], *, chunks: int = 2, clients: int = 2, count: int = 3,
+    index: int,
+    payloads: Sequence[bytes],
+    *,
+    chunks: int = 2,
+    clients: int = 2,
+    count: int = 3,
     round_id: int = 9,
 ) -> Batch:
     return Batch(round_id, SINK_PRED, index, chunks, clients, count, tuple(payloads))
@@ -1442,9 +1461,7 @@ class TestSink:
         c1 = Chunk(SINK_PRED, 1, 2, 2, 3, 0, (b"c" * VALUE,))
         for status in (S.OPEN, S.CLOSED):
             records = NodeRecords(rounds=(RoundRecord(9, status, NOW),), chunks={9: (c1, c0)})
-            sink, acts = SinkMachine.restore(
-                records, NOW, predecessor=SINK_PRED, item_length=VALUE
-            )
+            sink, acts = SinkMachine.restore(records, NOW, predecessor=SINK_PRED, item_length=VALUE)
             assert acts == [
                 Persist((SetRound(9, status=S.CLOSED, clients=2),)),
                 Deliver(9, DeliveredBatch(2, 3, (b"a" * VALUE, b"b" * VALUE, b"c" * VALUE))),

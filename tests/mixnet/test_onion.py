@@ -144,11 +144,14 @@ def test_wrong_length_is_refused_before_decryption(
     calls: list[str] = []
 
     class NoCrypto:
-        """Stands in for libsodium: any use is recorded and fails the test."""
+        """Stands in for libsodium: any call is recorded and fails the test."""
 
         def __getattr__(self, name: str) -> object:
-            calls.append(name)
-            raise AssertionError("no cryptography may run on a wrong-length item")
+            def refuse(*args: object) -> None:
+                calls.append(name)
+                raise AssertionError("no cryptography may run on a wrong-length item")
+
+            return refuse
 
     monkeypatch.setattr(mixnet.onion, "_lib", NoCrypto())
     with pytest.raises(BadLength) as info:
@@ -359,3 +362,41 @@ def test_wrap_submission_validates(payloads: object, error: type[Exception]) -> 
         wrap_submission([b"abc"], [], chain_id=CHAIN, round_id=ROUND)
     with pytest.raises(ValueError, match="hop 0"):
         wrap_submission([b"abc"], [bytes(32)], chain_id=CHAIN, round_id=ROUND)
+
+
+@pytest.mark.parametrize("split", [1, 2])
+@pytest.mark.parametrize("proven", [False, True])
+def test_peel_many_agrees_with_peeling_one_by_one(split: int, proven: bool) -> None:
+    """``peel_many``'s inlined loop (buffers reused across onions) gives every onion what
+    peeling it alone gives, whatever fails before or after it."""
+    key = PrivateKey.generate()
+    keys = [bytes(key.public_key)]
+
+    def one(payload: bytes) -> bytes:
+        return wrap(payload, keys, chain_id=CHAIN, round_id=ROUND, proven=proven)
+
+    good = [one(bytes([i]) * 16) for i in range(3)]
+    tampered = good[1][:-1] + bytes([good[1][-1] ^ 1])
+    low_order = bytes(32) + good[2][32:]  # an all-zero ephemeral key: X25519 refuses it
+    items: list[object] = [good[0], tampered, good[1], low_order, b"short", good[2], "text"]
+    args = {**peel_args(length=len(good[0])), "split": split, "proven": proven}
+    together = mixnet.onion.peel_many(items, key, **args)  # type: ignore[arg-type]
+    alone = [r for i in items for r in mixnet.onion.peel_many([i], key, **args)]  # type: ignore[arg-type, list-item]
+    assert len(together) == len(alone) == split * len(items)
+    for a, b in zip(together, alone, strict=True):
+        assert a == b if isinstance(b, bytes) else (type(a), str(a)) == (type(b), str(b))
+    assert b"".join(r for r in together[:split]) == bytes([0]) * 16  # type: ignore[misc]
+    assert [type(r) for r in together[split::split]] == [
+        DecryptionFailed,
+        bytes,
+        DecryptionFailed,
+        BadLength,
+        bytes,
+        BadLength,
+    ]
+    reference = [
+        mixnet.onion._peel_one(i, bytes(key), keys[0], binding_data(
+            chain_id=CHAIN, round_id=ROUND, hop_index=0), len(good[0]), 48 if proven else 0)
+        for i in (good[0], good[1], good[2])
+    ]  # fmt: skip
+    assert [b"".join(together[i * split : (i + 1) * split]) for i in (0, 2, 5)] == reference  # type: ignore[arg-type]
