@@ -22,7 +22,7 @@ import functools
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from nacl.public import PrivateKey
@@ -273,7 +273,54 @@ class MixNode(BaseNode):
         ``peel_seconds`` in ``/status`` is the wall time during which at least one peel of
         the round ran (concurrent submissions overlap; their times are not added twice).
         """
-        r = action.round_id
+        flat = await self._peel_items(action.round_id, action.split, action.items)
+        return self.machine.peeled(action.token, flat, self.clock())
+
+    async def peel_submissions(
+        self, actions: Sequence[Peel]
+    ) -> list[list[Action] | BaseException]:
+        """The entry mix's :meth:`peel` for the submissions of one ``submit-many`` frame: the
+        boxes of each round are opened together (one request to the batcher), and the machine
+        takes them in one :meth:`~mixnet.core.entry.EntryMachine.peeled_many`."""
+        if not isinstance(self.machine, EntryMachine):
+            return await super().peel_submissions(actions)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for index, action in enumerate(actions):
+            groups.setdefault((action.round_id, action.split), []).append(index)
+        opened: list[list[bytes | MixnetError] | BaseException] = [[] for _ in actions]
+        for (r, split), indices in groups.items():
+            items = [item for i in indices for item in actions[i].items]
+            try:
+                flat = await self._peel_items(r, split, items)
+            except MixnetError as exc:
+                for i in indices:
+                    opened[i] = exc
+                continue
+            at = 0
+            for i in indices:
+                size = len(actions[i].items) * split
+                opened[i] = flat[at : at + size]
+                at += size
+        out: list[list[Action] | BaseException] = [
+            o if isinstance(o, BaseException) else [] for o in opened
+        ]  # errors stay in place
+        ready = [i for i, o in enumerate(opened) if not isinstance(o, BaseException)]
+        results = self.machine.peeled_many(
+            [(actions[i].token, cast("list[bytes | MixnetError]", opened[i])) for i in ready],
+            self.clock(),
+        )
+        for i, result in zip(ready, results, strict=True):
+            out[i] = result
+        return out
+
+    async def _peel_items(
+        self, r: int, split: int, items: Sequence[bytes]
+    ) -> list[bytes | MixnetError]:
+        """Peel ``items`` with round ``r``'s key in the pool (``split`` items out of each:
+        the entry mix's boxes), timing it for ``/status``.
+
+        :raises MixnetError: the round's key is gone (``keyring.secret``).
+        """
         key = self.keyring.secret(r)
         active = self._peeling.get(r, 0)
         if active == 0:
@@ -287,14 +334,13 @@ class MixNode(BaseNode):
             round_id=r,
             hop_index=s.hop,
             expected_length=self._item_length,
-            split=action.split,
+            split=split,
             proven=s.ownership_proofs and s.hop > 0,
         )
-        items = action.items
         loop = asyncio.get_running_loop()
         try:
-            if len(items) * action.split < PEEL_CHUNK:  # e.g. a submission: peeled with others
-                results = [await self._batches.peel((r, action.split), peel_part, items)]
+            if len(items) * split < PEEL_CHUNK:  # e.g. a submission: peeled with others
+                results = [await self._batches.peel((r, split), peel_part, items)]
             else:
                 parts = [items[i : i + PEEL_CHUNK] for i in range(0, len(items), PEEL_CHUNK)]
                 results = await asyncio.gather(
@@ -312,7 +358,7 @@ class MixNode(BaseNode):
         if failed and self.role is not Role.ENTRY:
             times = self._round_times.setdefault(r, {})
             times["dropped"] = times.get("dropped", 0) + failed
-        return self.machine.peeled(action.token, flat, self.clock())
+        return flat
 
     async def prove(self, action: Prove) -> list[Action]:
         """Prove this mix's step for each item (its shared secret and a Chaum–Pedersen

@@ -173,6 +173,14 @@ class BaseNode:
     async def peel(self, action: Peel) -> list[Action]:
         raise NotImplementedError
 
+    async def peel_submissions(
+        self, actions: Sequence[Peel]
+    ) -> list[list[Action] | BaseException]:
+        """:meth:`peel` for each of several submissions' :class:`Peel` actions (a
+        ``submit-many`` frame's), in order: the machine's actions, or what it raised. This
+        default runs them side by side; the entry mix opens them together."""
+        return await asyncio.gather(*(self.peel(a) for a in actions), return_exceptions=True)
+
     async def mix(self, action: Mix) -> list[Action]:
         raise NotImplementedError
 
@@ -548,7 +556,7 @@ class BaseNode:
         runs side by side, and the entry mix's batcher opens them in one pool task); the
         writes the machine then asks for are all queued before any is waited for (one group
         commit); then each submission's remaining actions run in order, which resolves its
-        reply."""
+        reply (:meth:`peel_submissions`)."""
         replies: list[dict[str, object] | None] = [None] * len(submissions)
         waiting: list[tuple[int, list[Action]]] = []
         peels: list[tuple[int, Peel]] = []
@@ -564,9 +572,7 @@ class BaseNode:
                 peels.append((index, actions[0]))
             else:
                 waiting.append((index, actions))
-        opened = await asyncio.gather(
-            *(self.peel(action) for _, action in peels), return_exceptions=True
-        )
+        opened = await self.peel_submissions([action for _, action in peels]) if peels else []
         for (index, _), outcome in zip(peels, opened, strict=True):
             try:
                 if isinstance(outcome, BaseException):

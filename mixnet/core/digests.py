@@ -322,6 +322,32 @@ class DigestSet(MutableSet[bytes]):
                 if i == cap:
                     i = 0
 
+    def held_many(self, digests: bytes) -> npt.NDArray[np.bool_]:
+        """Per digest of ``digests`` (16-byte digests, concatenated): whether it is held —
+        one vectorized probe for many (e.g. every item of a ``submit-many`` frame).
+
+        :raises ValueError: not a whole number of 16-byte digests.
+        """
+        hi, lo = split_digests(digests)
+        held = self._table.find_many(hi, lo) >= 0
+        zero = (hi == 0) & (lo == 0)
+        if self._table._zero is not None and zero.any():
+            held |= zero
+        return held
+
+    def add_new(self, digests: bytes) -> None:
+        """Add the digests of ``digests`` (concatenated), which must be distinct and not
+        held (not checked; :meth:`held_many` tells) — one vectorized insert for many.
+
+        :raises ValueError: not a whole number of 16-byte digests.
+        """
+        hi, lo = split_digests(digests)
+        zero = (hi == 0) & (lo == 0)
+        if zero.any():
+            self._table.put(0, 0, -1)
+            hi, lo = hi[~zero], lo[~zero]
+        self._table.insert_new(hi, lo, -1)
+
     def difference_update(self, digests: Iterable[bytes]) -> None:
         """Remove every digest of ``digests`` that is held."""
         for digest in digests:

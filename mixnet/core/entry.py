@@ -381,31 +381,104 @@ class EntryMachine(EntryVerdict):
         :raises MixnetError: the box failed to open (the submission is refused whole), or
             the round closed or the client was accepted meanwhile.
         """
-        if not isinstance(token, SubmitPeeled):
-            raise TypeError(f"not a submission token: {token!r}")
+        (outcome,) = self.peeled_many([(token, results)], now)
+        if isinstance(outcome, MixnetError):
+            raise outcome
+        return outcome
+
+    def peeled_many(
+        self,
+        opened: Sequence[tuple[object, Sequence[bytes | MixnetError]]],
+        now: float,
+    ) -> list[list[Action] | MixnetError]:
+        """Event: the adapter opened the boxes of several submissions (e.g. one
+        ``submit-many`` frame's): per ``(token, results)``, in order, what :meth:`peeled`
+        returns for it or the :class:`MixnetError` it raises — the same as calling
+        :meth:`peeled` for each in turn, with the inner onions' digests checked against the
+        round's replay filter in one vectorized probe.
+
+        :raises TypeError: a token is not a submission token.
+        """
+        out: list[list[Action] | MixnetError] = []
+        checked: list[tuple[SubmitPeeled, tuple[bytes, ...]]] = []
+        for token, results in opened:
+            if not isinstance(token, SubmitPeeled):
+                raise TypeError(f"not a submission token: {token!r}")
+            failed = next((item for item in results if isinstance(item, MixnetError)), None)
+            if failed is None and len(results) != self.messages:
+                failed = InternalError(
+                    f"a box opened to {len(results)} items, not {self.messages}"
+                )
+            checked.append((token, tuple(p for p in results if isinstance(p, bytes))))
+            out.append(failed if failed is not None else [])
+        # equal onions peel to equal payloads: this catches a replay the in-memory onion
+        # filter misses after a restart. With one mix the payloads are plaintext, where equal
+        # values are legitimate, so only the onion filter applies.
+        filtered = self.hops > 1
+        digests = [[item_digest(p) for p in payloads] for _, payloads in checked]
+        held: list[bool] = []
+        if filtered:
+            by_round: dict[int, list[int]] = {}
+            for index, (token, _) in enumerate(checked):
+                if not isinstance(out[index], MixnetError):
+                    by_round.setdefault(token.round_id, []).append(index)
+            held_by_index: dict[int, bool] = {}
+            for r, indices in by_round.items():
+                st = self.rounds.get(r)
+                if st is None or st.entry is None:
+                    continue  # the per-submission checks below refuse these
+                blob = b"".join(d for i in indices for d in digests[i])
+                flags = st.payload_digests.held_many(blob).tolist()
+                for k, i in enumerate(indices):
+                    held_by_index[i] = any(flags[k * self.messages : (k + 1) * self.messages])
+            held = [held_by_index.get(i, False) for i in range(len(checked))]
+        added: dict[int, list[bytes]] = {}  # round -> digests accepted by this call
+        fresh: set[bytes] = set()  # ... the same, for the checks of the later submissions
+        for index, (token, payloads) in enumerate(checked):
+            if isinstance(out[index], MixnetError):
+                continue
+            try:
+                out[index] = self._accept_peeled(
+                    token, payloads, digests[index] if filtered else [],
+                    held[index] if filtered else False, fresh, added, now,
+                )  # fmt: skip
+            except MixnetError as exc:
+                out[index] = exc
+        for r, new in added.items():
+            st = self.rounds[r]
+            if st.status is RoundStatus.OPEN and new:  # closed: the filter was cleared
+                st.payload_digests.add_new(b"".join(new))
+        return out
+
+    def _accept_peeled(
+        self,
+        token: SubmitPeeled,
+        payloads: tuple[bytes, ...],
+        digests: list[bytes],
+        held: bool,
+        fresh: set[bytes],
+        added: dict[int, list[bytes]],
+        now: float,
+    ) -> list[Action]:
+        """:meth:`peeled` for one opened submission whose ``digests`` (of its items; empty
+        with one mix) were probed in the round's filter (``held``: one is in it) and are
+        checked against ``fresh``, those accepted earlier in the same call (which records
+        what it accepts in ``fresh`` and ``added``)."""
         r, client, digest = token.round_id, token.client, token.digest
-        for item in results:
-            if isinstance(item, MixnetError):
-                raise item
-        if len(results) != self.messages:
-            raise InternalError(f"a box opened to {len(results)} items, not {self.messages}")
         known = self.rounds.get(r)
         retry = None if known is None else self._retry(known, client, digest)
         if retry is not None:
             return retry
         st = self._intake_round(r)
         assert st.entry is not None
-        payloads = tuple(p for p in results if isinstance(p, bytes))
         if self.hops == 1 and not all(self.validator(p) for p in payloads):
             raise MalformedFrame("a payload of the submission is not valid for the round")
-        # equal onions peel to equal payloads: this catches a replay the in-memory onion
-        # filter misses after a restart. With one mix the payloads are plaintext, where equal
-        # values are legitimate, so only the onion filter applies.
-        digests = {item_digest(p) for p in payloads} if self.hops > 1 else set()
-        if len(digests) not in (0, len(payloads)) or not st.payload_digests.isdisjoint(digests):
+        unique = set(digests)
+        if len(unique) != len(digests) or held or not fresh.isdisjoint(unique):
             raise DuplicateClient("submission repeats an onion already in this round")
         closes = st.entry.accept(client, digest, now)
-        st.payload_digests.update(digests)
+        fresh.update(unique)
+        added.setdefault(r, []).extend(digests)
         st.pending[client] = payloads
         actions: list[Action] = [
             Persist(

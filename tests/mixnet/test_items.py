@@ -148,6 +148,23 @@ class TestDigestTables:
         assert set(ours) == model and len(ours) == len(model)
 
     @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.lists(st.integers(0, 40), max_size=20, unique=True), max_size=30))
+    def test_digest_set_bulk_probe_and_insert_are_a_sets(self, groups: list[list[int]]) -> None:
+        """``held_many`` and ``add_new`` (the entry mix's probe per ``submit-many`` frame)
+        answer and add as a set does, the all-zero digest included."""
+        pool = [bytes(16), *(item_digest(bytes([i])) for i in range(40))]
+        ours, model = DigestSet(), set[bytes]()
+        for group in groups:
+            wanted = b"".join(pool[i] for i in group)
+            assert ours.held_many(wanted).tolist() == [pool[i] in model for i in group]
+            new = [pool[i] for i in group if pool[i] not in model]
+            ours.add_new(b"".join(new))
+            model.update(new)
+        assert set(ours) == model and len(ours) == len(model)
+        with pytest.raises(ValueError):
+            ours.held_many(b"short")
+
+    @settings(max_examples=60, deadline=None)
     @given(st.lists(st.tuples(st.sampled_from("sdb"), st.integers(0, 30)), max_size=200))
     def test_replay_filter_is_a_dict(self, ops: list[tuple[str, int]]) -> None:
         pool = [bytes(16), *(item_digest(bytes([i])) for i in range(30))]

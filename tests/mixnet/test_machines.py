@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mixnet.chunk_signature import leaf_hash
 from mixnet.core.actions import (
@@ -1661,3 +1663,79 @@ def test_a_replayed_onion_is_refused_after_an_entry_restart() -> None:
         restored.peeled(p.token, peel(p.items, p.split), NOW)
     fresh = one(restored.on_submit(submit_frame("b")), Peel)
     assert isinstance(restored.peeled(fresh.token, peel(fresh.items, fresh.split), NOW)[0], Persist)
+
+
+class TestEntryPeeledMany:
+    """``peeled_many`` (a ``submit-many`` frame's boxes opened together) decides every
+    submission exactly as :meth:`EntryMachine.peeled` called for each in turn."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.lists(
+            st.tuples(st.sampled_from(["fresh", "retry", "same-client", "replay", "fail"]),
+                      st.integers(0, 7)),
+            min_size=1, max_size=12,
+        )
+    )  # fmt: skip
+    def test_it_agrees_with_one_peeled_per_submission(
+        self, plan: list[tuple[str, int]]
+    ) -> None:
+        policy = RoundPolicy(2, 6, DEADLINE_S, "abort", chunk_size=2)
+        frames: list[Submit] = []
+        boxes: list[bytes] = []
+        for n, (how, pick) in enumerate(plan):
+            if how == "retry" and frames:
+                frames.append(frames[pick % len(frames)])
+            elif how == "same-client" and frames:
+                frames.append(Submit(1, frames[pick % len(frames)].client, box()))
+            elif how == "replay" and boxes:  # another client's inner onions in a new box
+                inner = boxes[pick % len(boxes)][: M * RELAY_ITEM]
+                frames.append(Submit(1, f"r{n}", inner + item(LAYER)))
+            else:
+                frames.append(Submit(1, f"c{n}", box()))
+            boxes.append(frames[-1].box)
+        fails = {n for n, (how, _) in enumerate(plan) if how == "fail"}
+        machines = [open_entry(policy)[0], open_entry(policy)[0]]
+        peels: list[list[tuple[int, Peel]]] = [[], []]
+        early: list[dict[int, object]] = [{}, {}]
+        for k, m in enumerate(machines):
+            for n, frame in enumerate(frames):
+                try:
+                    actions = m.on_submit(frame)
+                except MixnetError as exc:
+                    early[k][n] = type(exc)
+                    continue
+                if len(actions) == 1 and isinstance(actions[0], Peel):
+                    peels[k].append((n, actions[0]))
+                else:
+                    early[k][n] = actions
+        assert early[0] == early[1]
+
+        def opened(n: int, p: Peel) -> list[bytes | MixnetError]:
+            if n in fails:
+                return [DecryptionFailed("no")]
+            return peel(p.items, p.split)
+
+        one_by_one: dict[int, object] = {}
+        for n, p in peels[0]:
+            try:
+                one_by_one[n] = machines[0].peeled(p.token, opened(n, p), NOW)
+            except MixnetError as exc:
+                one_by_one[n] = type(exc)
+        # two frames: the second's onions are also checked against the first's in the filter
+        pairs = [(p.token, opened(n, p)) for n, p in peels[1]]
+        half = len(pairs) // 2
+        together = [
+            *machines[1].peeled_many(pairs[:half], NOW),
+            *machines[1].peeled_many(pairs[half:], NOW),
+        ]
+        assert {
+            n: type(r) if isinstance(r, MixnetError) else r
+            for (n, _), r in zip(peels[1], together, strict=True)
+        } == one_by_one
+        a, b = machines
+        assert set(a.rounds) == set(b.rounds)
+        for r in a.rounds:
+            assert set(a.rounds[r].payload_digests) == set(b.rounds[r].payload_digests)
+            assert a.rounds[r].pending == b.rounds[r].pending
+            assert a.rounds[r].status == b.rounds[r].status
