@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, MutableMapping, MutableSet
 from typing import Any
 
 import numpy as np
+import numpy.ma  # np.unique imports it on first use: here it loads with the node, not a round
 import numpy.typing as npt
 
 __all__ = ["DIGEST_LENGTH", "DigestSet", "ReplayFilter", "split_digests"]
