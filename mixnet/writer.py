@@ -95,6 +95,11 @@ class StoreWriter(Generic[T]):
                 try:
                     errors = await loop.run_in_executor(self._pool, self.store.apply, groups)
                 except Exception:  # a malformed write: apply refused the whole batch
+                    if self._closed:  # ... or the node stopped meanwhile: nothing more runs
+                        for _, future in batch:
+                            if not future.done():
+                                future.set_exception(InternalError("the node is stopping"))
+                        return
                     errors = await loop.run_in_executor(self._pool, self._one_by_one, groups)
                 self.commits += 1
                 for (persist, future), error in zip(batch, errors, strict=True):
