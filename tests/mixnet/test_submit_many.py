@@ -4,6 +4,8 @@ carries good, malformed, duplicate and repeated submissions, each decided on its
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from mixnet.errors import (
 from mixnet.frames import FrameLimits, Submit
 from mixnet.limits import Limits, LimitsError
 from mixnet.link import Link
+from mixnet.localchain import RunningChain
 from mixnet.submit_many import (
     RECEIPTS,
     parse_receipts,
@@ -109,52 +112,60 @@ def test_the_limit_is_checked() -> None:
 # --------------------------------------------------------------------------- a real chain
 
 
+@contextlib.asynccontextmanager
+async def chain_with_client(
+    tmp_path: Path, *, mixes: int, messages: int, users: int, chunk_size: int, limits: Limits
+) -> AsyncIterator[tuple[RunningChain, MixnetClient]]:
+    """A real chain taking rounds of exactly ``users`` submissions, and a client of it."""
+    policy = RoundPolicy(
+        min_users=users, max_users=users, deadline_seconds=30.0, chunk_size=chunk_size
+    )
+    async with running_chain(
+        tmp_path, mixes=mixes, messages=messages, policy=policy, limits=limits
+    ) as chain:
+        client = MixnetClient(
+            chain.config, messages=messages, payload_length=WIDTH, sink_url=chain.config.sink.url
+        )
+        async with client:
+            yield chain, client
+
+
 async def test_each_submission_of_a_frame_is_decided_on_its_own(tmp_path: Path) -> None:
     """One frame: three good submissions, a box of the wrong length, a second box for a
     client already in it, and an exact repeat of the first. The good ones are stored and
     counted once; the others get their typed errors (the repeat its acknowledgement); the
     round's sum is exactly the good ones'."""
-    policy = RoundPolicy(min_users=4, max_users=4, deadline_seconds=30.0, chunk_size=4)
     limits = Limits(max_submissions_per_frame=8)
-    async with running_chain(
-        tmp_path, mixes=2, messages=2, policy=policy, limits=limits
-    ) as chain:
-        client = MixnetClient(
-            chain.config, messages=2, payload_length=WIDTH, sink_url=chain.config.sink.url
-        )
-        async with client:
-            info = await client.current_round()
-            r = info.round_id
+    async with chain_with_client(
+        tmp_path, mixes=2, messages=2, users=4, chunk_size=4, limits=limits
+    ) as (_, client):
+        info = await client.current_round()
+        r = info.round_id
 
-            def box(values: list[int]) -> bytes:
-                return client.wrap(payloads(values), info)
+        def box(values: list[int]) -> bytes:
+            return client.wrap(payloads(values), info)
 
-            good = [submit(f"u{i}", box([i, 10 * i]), r) for i in (1, 2, 3)]
-            frame = [
-                *good,
-                submit("short", b"x" * 5, r),
-                submit("u2", box([50, 50]), r),
-                good[0],
-            ]
-            link = client._entry[0]
-            give_up = asyncio.get_running_loop().time() + 20
-            out = await send_submissions(link, frame, give_up=give_up)
-            assert out[:3] == [None, None, None]
-            assert isinstance(out[3], BadLength)
-            assert isinstance(out[4], DuplicateClient)
-            assert out[5] is None  # an exact retry is acknowledged, not counted again
-            # the round is still open for one more; a frame over the limit is refused whole
-            too_many = [submit(f"v{i}", box([1, 1]), r) for i in range(9)]
-            with pytest.raises(WrongCount):
-                await send_submissions(link, too_many, give_up=give_up)
-            last = await send_submissions(link, [submit("u4", box([4, 40]), r)], give_up=give_up)
-            assert last == [None]
-            done = await asyncio.wait_for(result(client, r), 30)
-            late = await send_submissions(link, [submit("u5", box([5, 5]), r)], give_up=give_up)
-            assert isinstance(late[0], RoundClosed | UnknownRound)
-        assert done["status"] == "ok"
-        assert done["clients"] == 4
-        assert done["sum"] == sum(11 * i for i in (1, 2, 3, 4))
+        good = [submit(f"u{i}", box([i, 10 * i]), r) for i in (1, 2, 3)]
+        frame = [*good, submit("short", b"x" * 5, r), submit("u2", box([50, 50]), r), good[0]]
+        link = client._entry[0]
+        give_up = asyncio.get_running_loop().time() + 20
+        out = await send_submissions(link, frame, give_up=give_up)
+        assert out[:3] == [None, None, None]
+        assert isinstance(out[3], BadLength)
+        assert isinstance(out[4], DuplicateClient)
+        assert out[5] is None  # an exact retry is acknowledged, not counted again
+        # the round is still open for one more; a frame over the limit is refused whole
+        too_many = [submit(f"v{i}", box([1, 1]), r) for i in range(9)]
+        with pytest.raises(WrongCount):
+            await send_submissions(link, too_many, give_up=give_up)
+        last = await send_submissions(link, [submit("u4", box([4, 40]), r)], give_up=give_up)
+        assert last == [None]
+        done = await asyncio.wait_for(result(client, r), 30)
+        late = await send_submissions(link, [submit("u5", box([5, 5]), r)], give_up=give_up)
+        assert isinstance(late[0], RoundClosed | UnknownRound)
+    assert done["status"] == "ok"
+    assert done["clients"] == 4
+    assert done["sum"] == sum(11 * i for i in (1, 2, 3, 4))
 
 
 async def test_the_entry_mix_takes_a_full_frame_and_only_the_entry_mix_does(
@@ -162,25 +173,19 @@ async def test_the_entry_mix_takes_a_full_frame_and_only_the_entry_mix_does(
 ) -> None:
     """A frame of ``max_submissions_per_frame`` boxes fits the entry mix's frame size; a
     later mix refuses ``submit-many`` like ``submit``."""
-    policy = RoundPolicy(min_users=16, max_users=16, deadline_seconds=30.0, chunk_size=8)
     limits = Limits(max_submissions_per_frame=16)
-    async with running_chain(
-        tmp_path, mixes=2, messages=3, policy=policy, limits=limits
-    ) as chain:
-        client = MixnetClient(
-            chain.config, messages=3, payload_length=WIDTH, sink_url=chain.config.sink.url
-        )
-        async with client:
-            info = await client.current_round()
-            frame = [
-                submit(f"u{i}", client.wrap(payloads([i, i, i]), info), info.round_id)
-                for i in range(16)
-            ]
-            give_up = asyncio.get_running_loop().time() + 20
-            assert await send_submissions(client._entry[0], frame, give_up=give_up) == [
-                None
-            ] * 16
-            done = await asyncio.wait_for(result(client, info.round_id), 30)
+    async with chain_with_client(
+        tmp_path, mixes=2, messages=3, users=16, chunk_size=8, limits=limits
+    ) as (chain, client):
+        info = await client.current_round()
+        frame = [
+            submit(f"u{i}", client.wrap(payloads([i, i, i]), info), info.round_id)
+            for i in range(16)
+        ]
+        give_up = asyncio.get_running_loop().time() + 20
+        out = await send_submissions(client._entry[0], frame, give_up=give_up)
+        assert out == [None] * 16
+        done = await asyncio.wait_for(result(client, info.round_id), 30)
         assert done["sum"] == 3 * sum(range(16))
         later = Link(chain.config.mixes[1].url, max_size=1 << 20, name="t", retry_for=5)
         try:
@@ -196,29 +201,21 @@ async def test_each_submission_of_a_frame_counts_toward_the_connection_limit(
     """With ``max_submissions_per_connection = 4``, a frame of three and then a frame of two
     reach the limit: the connection is closed after the second reply (and the link opens a
     new one for the third frame)."""
-    policy = RoundPolicy(min_users=6, max_users=6, deadline_seconds=30.0, chunk_size=4)
     limits = Limits(max_submissions_per_connection=4)
-    async with running_chain(
-        tmp_path, mixes=1, messages=1, policy=policy, limits=limits
-    ) as chain:
-        client = MixnetClient(
-            chain.config, messages=1, payload_length=WIDTH, sink_url=chain.config.sink.url
-        )
-        async with client:
-            info = await client.current_round()
-            frames = [
-                [
-                    submit(f"u{i}", client.wrap(payloads([i]), info), info.round_id)
-                    for i in group
-                ]
-                for group in ([1, 2, 3], [4], [5, 6])
-            ]
-            give_up = asyncio.get_running_loop().time() + 20
-            link = client._entry[0]
-            assert await send_submissions(link, frames[0], give_up=give_up) == [None] * 3
-            assert refused(chain.mixes[0])["submissions"] == 0
-            assert await send_submissions(link, frames[1], give_up=give_up) == [None]
-            assert refused(chain.mixes[0])["submissions"] == 1
-            assert await send_submissions(link, frames[2], give_up=give_up) == [None] * 2
-            done = await asyncio.wait_for(result(client, info.round_id), 30)
-        assert done["sum"] == 21 and done["clients"] == 6
+    async with chain_with_client(
+        tmp_path, mixes=1, messages=1, users=6, chunk_size=4, limits=limits
+    ) as (chain, client):
+        info = await client.current_round()
+        frames = [
+            [submit(f"u{i}", client.wrap(payloads([i]), info), info.round_id) for i in group]
+            for group in ([1, 2, 3], [4], [5, 6])
+        ]
+        give_up = asyncio.get_running_loop().time() + 20
+        link = client._entry[0]
+        assert await send_submissions(link, frames[0], give_up=give_up) == [None] * 3
+        assert refused(chain.mixes[0])["submissions"] == 0
+        assert await send_submissions(link, frames[1], give_up=give_up) == [None]
+        assert refused(chain.mixes[0])["submissions"] == 1
+        assert await send_submissions(link, frames[2], give_up=give_up) == [None] * 2
+        done = await asyncio.wait_for(result(client, info.round_id), 30)
+    assert done["sum"] == 21 and done["clients"] == 6
