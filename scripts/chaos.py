@@ -42,8 +42,9 @@ the raw sum are how many times each user was counted: a digit 0 for an acknowled
 *doubled* one. Each round's ``users`` must also equal the number of submissions the entry mix
 acknowledged into it, and its estimate must equal the expected sum / k exactly.
 
-A lost ``accepted``: in every point one user (the *probe*) sends its ``submit`` frame over a
-raw websocket and never reads the reply; after the kill and restart it resends the identical
+A lost ``accepted``: in every point one user (the *probe*) sends its ``submit`` frame (in
+every other point, its submission alone in a ``submit-many`` frame) over a raw websocket and
+never reads the reply; after the kill and restart it resends the identical
 frame through a :class:`mixnet.link.Link`, exactly as the client library does after a lost
 reply. The entry mix must acknowledge it again (from its receipts) in the same round, and the
 analyzer must count it once. Library users whose connection broke resend on their own; the
@@ -598,6 +599,9 @@ class Driver:
             probe_frame: dict[str, object] = {
                 "type": "submit", "round": round_id, "client": probe_id, "box": box,
             }
+            if point.index % 2:  # every other point the probe comes in a submit-many frame
+                del probe_frame["type"]
+                probe_frame = {"type": "submit-many", "submissions": [probe_frame]}
             raw = await ws_connect(
                 chain.url(MIXES[0]), compression=None, max_size=MAX_REPLY, proxy=None
             )
@@ -630,7 +634,9 @@ class Driver:
         fillers, and the check of every round's result."""
         chain = self.chain
         round_id = point.round
-        probe_id = str(probe_frame["client"])
+        many = probe_frame["type"] == "submit-many"
+        sent = probe_frame["submissions"][0] if many else probe_frame  # type: ignore[index]
+        probe_id = str(sent["client"])
         acked: list[Submitted] = []
         # the probe never read its reply: resend the identical frame, as the library does
         point.checks.append("probe resends its submission")
@@ -641,9 +647,18 @@ class Driver:
             retry_for=self.args.point_timeout,
         )
         try:
-            reply = await link.request(probe_frame, expect="accepted")
+            reply = await link.request(probe_frame, expect="receipts" if many else "accepted")
         finally:
             await link.close()
+        if many:  # the one receipt must be the probe's acknowledgement
+            results = reply.get("results")
+            if not isinstance(results, list) or len(results) != 1 or not isinstance(
+                results[0], dict
+            ):
+                raise ChaosError(f"the probe's submit-many got {reply!r}")
+            reply = results[0]
+            if reply.get("type") != "accepted":
+                raise ChaosError(f"the probe's resent submit-many was refused: {reply!r}")
         point.resent += 1
         probe_round = get_int(reply, "round", min_value=0)
         if probe_round != round_id or reply.get("client") != probe_id:
