@@ -26,8 +26,10 @@ from cloaknet.randomness import SYSTEM_RANDOM
 from cloaknet.validator import payload_validator
 from mixnet.admission import Admission, credential_client_id, sign_submission
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+from mixnet.client import send_submissions
 from mixnet.core.intake import submission_digest
-from mixnet.errors import BadSignature
+from mixnet.errors import BadSignature, Unauthorized
+from mixnet.frames import Submit
 from mixnet.keys import generate_identity, read_key_file, write_key_file
 from mixnet.link import Link
 from mixnet.mix import MixNode
@@ -204,3 +206,56 @@ def test_admission_options_that_do_not_go_together(
     assert "go with --token-for" in capsys.readouterr().err
     assert main(["keygen", "--token-for", "x", "--chain", "c.toml"]) == 2
     assert "--issuer" in capsys.readouterr().err
+
+
+async def test_a_submit_many_frame_is_admitted_element_by_element(tmp_path: Path) -> None:
+    """On a chain with admission each element of a ``submit-many`` is checked as a lone
+    ``submit``: alice's and bob's signed submissions are stored, mallory's (not admitted), a
+    forged signature for carol's credential and an element without a credential are refused
+    with their own codes; the round counts exactly alice and bob."""
+    alice, bob, carol, mallory = (SigningKey.generate() for _ in range(4))
+    admission = Admission(clients=tuple(bytes(k.verify_key) for k in (alice, bob, carol)))
+    policy = RoundPolicy(min_users=2, max_users=2, deadline_seconds=60.0)
+    protocol = CloakProtocol(PARAMS)
+    async with (
+        admission_chain(tmp_path, protocol, policy, admission) as chain,
+        connect(chain, retry_for=20) as net,
+    ):
+        info = await net.mixnet.current_round()
+
+        def box(x: float) -> bytes:
+            values = chain.protocol.encode_value(x, SYSTEM_RANDOM)
+            return net.mixnet.wrap([encode_share(v, chain.message_modulus) for v in values],
+                                   info)  # fmt: skip
+
+        def signed(key: SigningKey, x: float, signer: SigningKey | None = None) -> Submit:
+            b = box(x)
+            signature = sign_submission(
+                signer or key, chain_id=chain.config.chain_id, round_id=info.round_id,
+                digest=submission_digest(b),
+            )  # fmt: skip
+            credential = bytes(key.verify_key)
+            return Submit(info.round_id, credential_client_id(credential), b,
+                          credential=credential, signature=signature)  # fmt: skip
+
+        frame = [
+            signed(alice, 0.3),
+            signed(mallory, 0.9),
+            signed(carol, 0.9, signer=mallory),
+            Submit(info.round_id, "anonymous", box(0.9)),
+            signed(bob, 0.5),
+        ]
+        link = Link(chain.config.mixes[0].url, max_size=1 << 20, name="batcher")
+        try:
+            give_up = asyncio.get_running_loop().time() + 20
+            out = await send_submissions(link, frame, give_up=give_up)
+        finally:
+            await link.close()
+        assert out[0] is None and out[4] is None
+        assert isinstance(out[1], Unauthorized)
+        assert isinstance(out[2], BadSignature)
+        assert isinstance(out[3], Unauthorized)
+        result = await net.result(info.round_id, timeout=60)
+    assert result.users == 2
+    rounded = sum(quantize(v, PARAMS.precision) for v in (0.3, 0.5))
+    assert Fraction(str(result.raw["estimate_exact"])) == Fraction(rounded, PARAMS.precision)
