@@ -433,7 +433,7 @@ class EntryMachine(EntryVerdict):
                     held_by_index[i] = any(flags[k * self.messages : (k + 1) * self.messages])
             held = [held_by_index.get(i, False) for i in range(len(checked))]
         added: dict[int, list[bytes]] = {}  # round -> digests accepted by this call
-        fresh: set[bytes] = set()  # ... the same, for the checks of the later submissions
+        fresh: dict[int, set[bytes]] = {}  # ... the same, for the later submissions' checks
         for index, (token, payloads) in enumerate(checked):
             if isinstance(out[index], MixnetError):
                 continue
@@ -456,14 +456,14 @@ class EntryMachine(EntryVerdict):
         payloads: tuple[bytes, ...],
         digests: list[bytes],
         held: bool,
-        fresh: set[bytes],
+        fresh: dict[int, set[bytes]],
         added: dict[int, list[bytes]],
         now: float,
     ) -> list[Action]:
         """:meth:`peeled` for one opened submission whose ``digests`` (of its items; empty
         with one mix) were probed in the round's filter (``held``: one is in it) and are
-        checked against ``fresh``, those accepted earlier in the same call (which records
-        what it accepts in ``fresh`` and ``added``)."""
+        checked against ``fresh[round]``, those accepted earlier in the same call (which
+        records what it accepts in ``fresh`` and ``added``)."""
         r, client, digest = token.round_id, token.client, token.digest
         known = self.rounds.get(r)
         retry = None if known is None else self._retry(known, client, digest)
@@ -474,10 +474,15 @@ class EntryMachine(EntryVerdict):
         if self.hops == 1 and not all(self.validator(p) for p in payloads):
             raise MalformedFrame("a payload of the submission is not valid for the round")
         unique = set(digests)
-        if len(unique) != len(digests) or held or not fresh.isdisjoint(unique):
+        # a round closed meanwhile (by an earlier submission of the same call) has cleared
+        # its filter: then, as in peeled, only the submission's own repeats count here (and
+        # accept refuses it)
+        probed = st.status is RoundStatus.OPEN
+        earlier = fresh.setdefault(r, set())
+        if len(unique) != len(digests) or (probed and (held or not earlier.isdisjoint(unique))):
             raise DuplicateClient("submission repeats an onion already in this round")
         closes = st.entry.accept(client, digest, now)
-        fresh.update(unique)
+        earlier.update(unique)
         added.setdefault(r, []).extend(digests)
         st.pending[client] = payloads
         actions: list[Action] = [
