@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http
 import logging
 import ssl
 import time
@@ -70,16 +69,12 @@ from mixnet.limits import ConnectionGuard
 from mixnet.link import CLOSE_TIMEOUT, Link
 from mixnet.logs import quiet_logger, round_extra
 from mixnet.metrics import NodeMetrics
-from mixnet.node_http import (
-    STATUS_HISTORY,
-    RoundTimes,
-    guarded_connection,
-    json_response,
-)
+from mixnet.node_http import STATUS_HISTORY, RoundTimes, answer_http, guarded_connection
+from mixnet.node_many import ServesSubmitMany
 from mixnet.peer_auth import PeerAuthenticator
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore, StoreError
-from mixnet.submit_many import SUBMIT_MANY, parse_submit_many, receipts_frame
+from mixnet.submit_many import SUBMIT_MANY, parse_submit_many
 from mixnet.tls import check_server_tls
 from mixnet.wire import decode_frame, encode_frame, error_frame, get_str
 from mixnet.writer import StoreWriter
@@ -106,7 +101,7 @@ COMMIT_WINDOW = 0.002
 Outcome = list[Action] | MixnetError
 
 
-class BaseNode:
+class BaseNode(ServesSubmitMany):
     """The machinery every node shares. Subclasses provide the machine's event methods
     (:meth:`handle`, :meth:`on_reply`, :meth:`on_send_error`, :meth:`persisted`,
     :meth:`persist_failed`) and the heavy actions (:meth:`peel`, :meth:`mix`,
@@ -172,14 +167,6 @@ class BaseNode:
 
     async def peel(self, action: Peel) -> list[Action]:
         raise NotImplementedError
-
-    async def peel_submissions(
-        self, actions: Sequence[Peel]
-    ) -> list[list[Action] | BaseException]:
-        """:meth:`peel` for each of several submissions' :class:`Peel` actions (a
-        ``submit-many`` frame's), in order: the machine's actions, or what it raised. This
-        default runs them side by side; the entry mix opens them together."""
-        return await asyncio.gather(*(self.peel(a) for a in actions), return_exceptions=True)
 
     async def mix(self, action: Mix) -> list[Action]:
         raise NotImplementedError
@@ -520,13 +507,8 @@ class BaseNode:
                 self.peers.require_predecessor(conn)  # before looking inside the frame
             frame = parse_request(kind, raw, self._limits)
             return await self._serve(frame)
-        except MixnetError as exc:
-            self.metrics.error(exc.code)
-            return error_frame(exc)
-        except Exception:
-            self.metrics.error(InternalError.code)
-            log.exception("%s: internal error", self.settings.name)
-            return error_frame(InternalError("internal error; see the node's log"))
+        except Exception as exc:
+            return self._refusal(exc)
 
     def extra_request(
         self, kind: str
@@ -539,64 +521,25 @@ class BaseNode:
         """Run the machine on a request and answer once it replies (the rest of the work
         it started goes on in the background). The work up to the reply runs in the
         connection's own task: no task and no wait per request."""
-        actions = self.emit(self.handle(frame))
+        return await self._answer(self.emit(self.handle(frame)))
+
+    async def _answer(self, actions: list[Action]) -> dict[str, object]:
+        """Carry out a request's ``actions`` (emitted) up to its reply, which is returned
+        (the rest goes on in the background).
+
+        :raises MixnetError: the machine refused the request (``InternalError`` if it gave
+            no answer or failed otherwise).
+        """
         reply: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         await self.execute(actions, reply, detach=True)
         if not reply.done():
             raise InternalError("the node gave no answer")
         return to_wire(reply.result())
 
-    async def _serve_many(self, submissions: Sequence[Frame | MixnetError]) -> dict[str, object]:
-        """Serve the submissions of a ``submit-many`` frame, each exactly as a lone
-        ``submit`` (:meth:`_serve`), and answer with their replies in order
-        (:mod:`mixnet.submit_many`).
-
-        Done in steps over the whole frame, so that the work is shared: the machine takes
-        every submission first; the boxes it asks to open are opened together (:meth:`peel`
-        runs side by side, and the entry mix's batcher opens them in one pool task); the
-        writes the machine then asks for are all queued before any is waited for (one group
-        commit); then each submission's remaining actions run in order, which resolves its
-        reply (:meth:`peel_submissions`)."""
-        replies: list[dict[str, object] | None] = [None] * len(submissions)
-        waiting: list[tuple[int, list[Action]]] = []
-        peels: list[tuple[int, Peel]] = []
-        for index, submission in enumerate(submissions):
-            try:
-                if isinstance(submission, MixnetError):
-                    raise submission
-                actions = self.emit(self.handle(submission))
-            except Exception as exc:  # each submission is answered on its own
-                replies[index] = self._refusal(exc)
-                continue
-            if len(actions) == 1 and isinstance(actions[0], Peel):
-                peels.append((index, actions[0]))
-            else:
-                waiting.append((index, actions))
-        opened = await self.peel_submissions([action for _, action in peels]) if peels else []
-        for (index, _), outcome in zip(peels, opened, strict=True):
-            try:
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                waiting.append((index, self.emit(outcome)))
-            except Exception as exc:
-                replies[index] = self._refusal(exc)
-        loop = asyncio.get_running_loop()
-        for index, actions in waiting:
-            reply: asyncio.Future[Frame] = loop.create_future()
-            await self.execute(actions, reply, detach=True)
-            if not reply.done():
-                replies[index] = self._refusal(InternalError("the node gave no answer"))
-            elif reply.exception() is not None:
-                replies[index] = self._refusal(reply.exception())
-            else:
-                replies[index] = to_wire(reply.result())
-        return receipts_frame(
-            [r if r is not None else self._refusal(InternalError("no answer")) for r in replies]
-        )
-
-    def _refusal(self, exc: BaseException | None) -> dict[str, object]:
-        """The error map answering a request that raised ``exc`` (counted in the metrics; an
-        error that is not a :class:`MixnetError` is logged and answered ``internal-error``)."""
+    def _refusal(self, exc: Exception) -> dict[str, object]:
+        """The error frame answering a request that raised ``exc`` (counted in the metrics;
+        an error that is not a :class:`MixnetError` is logged and answered
+        ``internal-error``)."""
         if not isinstance(exc, MixnetError):
             log.error("%s: internal error", self.settings.name, exc_info=exc)
             exc = InternalError("internal error; see the node's log")
@@ -628,25 +571,11 @@ class BaseNode:
     async def _process_request(
         self, conn: ServerConnection, request: Request
     ) -> Response | None:
-        if "upgrade" in request.headers.get("Connection", "").lower():
-            return None
-        path = request.path.split("?", 1)[0]
-        if path == "/healthz":
-            log.debug("%s: health probe", self.settings.name)
-            return conn.respond(http.HTTPStatus.OK, "ok\n")
-        if path == "/status":
-            log.debug("%s: status probe", self.settings.name)
-            return json_response(conn, 200, self.status())
-        if path == "/metrics":
-            log.debug("%s: metrics probe", self.settings.name)
-            self._update_gauges()
-            body, content_type = self.metrics.render()
-            response = conn.respond(http.HTTPStatus.OK, body.decode())
-            del response.headers["Content-Type"]
-            response.headers["Content-Type"] = content_type
-            return response
-        routed = await self.routes(path)
-        if routed is not None:
-            return json_response(conn, routed[0], routed[1])
-        return conn.respond(http.HTTPStatus.NOT_FOUND, "not found\n")
+        return await answer_http(
+            conn, request, name=self.settings.name, status=self.status,
+            metrics=self._render_metrics, routes=self.routes,
+        )  # fmt: skip
 
+    def _render_metrics(self) -> tuple[bytes, str]:
+        self._update_gauges()
+        return self.metrics.render()

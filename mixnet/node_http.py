@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import http
 import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 
 from websockets.asyncio.server import ServerConnection
-from websockets.http11 import Response
+from websockets.http11 import Request, Response
 
 from mixnet.core.actions import Persist
 from mixnet.core.records import NewRound, SetRound
@@ -23,7 +25,17 @@ from mixnet.core.status import TERMINAL, RoundStatus
 from mixnet.limits import ConnectionGuard
 from mixnet.metrics import NodeMetrics
 
-__all__ = ["STATUS_HISTORY", "TIMES_KEPT", "RoundTimes", "guarded_connection", "json_response"]
+__all__ = [
+    "STATUS_HISTORY",
+    "TIMES_KEPT",
+    "RoundTimes",
+    "answer_http",
+    "guarded_connection",
+    "json_response",
+]
+
+log = logging.getLogger("mixnet")
+_PROBES = {"/healthz": "health", "/status": "status", "/metrics": "metrics"}
 
 #: Rounds kept in ``/status``'s history.
 STATUS_HISTORY = 32
@@ -106,3 +118,38 @@ def json_response(conn: ServerConnection, status: int, body: object) -> Response
     del response.headers["Content-Type"]
     response.headers["Content-Type"] = "application/json"
     return response
+
+
+async def answer_http(
+    conn: ServerConnection,
+    request: Request,
+    *,
+    name: str,
+    status: Callable[[], Mapping[str, object]],
+    metrics: Callable[[], tuple[bytes, str]],
+    routes: Callable[[str], Awaitable[tuple[int, object] | None]],
+) -> Response | None:
+    """The answer to a plain HTTP GET on a node (``None`` for a websocket upgrade, which
+    the server goes on with): ``/healthz``, ``/status`` (``status()`` as JSON), ``/metrics``
+    (``metrics()`` gives the body and its content type), the node's own ``routes(path)``
+    (status and JSON body, or ``None``), else 404. Probes log at DEBUG only."""
+    if "upgrade" in request.headers.get("Connection", "").lower():
+        return None
+    path = request.path.split("?", 1)[0]
+    probe = _PROBES.get(path)
+    if probe is not None:
+        log.debug("%s: %s probe", name, probe)
+    if path == "/healthz":
+        return conn.respond(http.HTTPStatus.OK, "ok\n")
+    if path == "/status":
+        return json_response(conn, 200, status())
+    if path == "/metrics":
+        body, content_type = metrics()
+        response = conn.respond(http.HTTPStatus.OK, body.decode())
+        del response.headers["Content-Type"]
+        response.headers["Content-Type"] = content_type
+        return response
+    routed = await routes(path)
+    if routed is not None:
+        return json_response(conn, routed[0], routed[1])
+    return conn.respond(http.HTTPStatus.NOT_FOUND, "not found\n")
