@@ -11,83 +11,52 @@ Life of a round here (statuses from :mod:`mixnet.core.status`)::
   sending ``open-round`` down the chain), and applies the deadline to the open round.
 * A submission goes :meth:`on_submit` (cheap checks; an exact retry of a stored submission is
   answered at once) → :class:`~mixnet.core.actions.Peel` → :meth:`peeled` (re-checks, counts
-  it, asks to store it) → :meth:`persisted` (acknowledges it). A submission is acknowledged
-  only after it is stored; a round is mixed only when every counted submission is stored.
+  it, asks to store it) → :meth:`persisted` (acknowledges it): the mixin
+  :class:`~mixnet.core.entry_submissions.EntrySubmissions`. A submission is acknowledged only
+  after it is stored; a round is mixed only when every counted submission is stored.
+* After a restart :meth:`EntryMachine.restore` rebuilds the machine from the stored records
+  (:mod:`mixnet.core.entry_restore`).
 * Time is the ``now`` argument (unix seconds); the machine reads no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from mixnet.admission import check_credential_client
 from mixnet.blame import PayloadValidator, accept_all
-from mixnet.core.actions import Action, Peel, Persist, Reply, Send
+from mixnet.core.actions import Action, Persist, Send
 from mixnet.core.deliveries import ChunkSigning
-from mixnet.core.intake import EntryIntake, item_digest, submission_digest
+from mixnet.core.entry_restore import RECEIPT_ROUNDS, resume_entry
+from mixnet.core.entry_submissions import AwaitStored, EntrySubmissions, Stored, SubmitPeeled
+from mixnet.core.intake import EntryIntake
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import (
-    AddSubmission,
     EraseKey,
     ForgetReceipts,
     NewRound,
     NodeRecords,
     SetRound,
-    Submission,
     Write,
 )
 from mixnet.core.rounds import KeyFactory, RoundState
 from mixnet.core.status import TERMINAL, Role, RoundStatus
-from mixnet.core.submissions import SubmissionTable
 from mixnet.core.verdict import EntryVerdict
 from mixnet.errors import (
-    DuplicateClient,
     InternalError,
-    MalformedFrame,
     MixnetError,
-    RoundClosed,
-    UnknownRound,
 )
 from mixnet.frames import (
     AbortRound,
-    Accepted,
     Batch,
     BatchAck,
     Frame,
     OpenRound,
     RoundKeys,
     RoundOffer,
-    Submit,
 )
 
-__all__ = ["AwaitStored", "EntryMachine", "Opened", "Stored", "SubmitPeeled"]
-
-
-@dataclass(frozen=True)
-class SubmitPeeled:
-    """Token of the :class:`Peel` of a submission."""
-
-    round_id: int
-    client: str
-    digest: bytes
-
-
-@dataclass(frozen=True)
-class Stored:
-    """Token of the :class:`Persist` of a submission."""
-
-    round_id: int
-    client: str
-    digest: bytes
-
-
-@dataclass(frozen=True)
-class AwaitStored:
-    """Token of an empty :class:`Persist` that lets an exact retry wait for its original."""
-
-    round_id: int
-    client: str
+__all__ = ["RECEIPT_ROUNDS", "AwaitStored", "EntryMachine", "Opened", "Stored", "SubmitPeeled"]
 
 
 @dataclass(frozen=True)
@@ -100,15 +69,12 @@ class Opened:
 #: :data:`OPEN_RETRY_CAP`, then jittered: the wait is uniform in [ceiling/2, ceiling).
 OPEN_RETRY_BASE = 0.5
 OPEN_RETRY_CAP = 30.0
-#: Finished rounds whose receipts are kept, so that an exact retry of a stored submission is
-#: acknowledged again even after the round closed or the node restarted.
-RECEIPT_ROUNDS = 16
 #: Seconds an opening may take (the chain answering ``open-round``) before the entry mix
 #: gives the round up and aborts it down the chain.
 OPENING_TIMEOUT = 120.0
 
 
-class EntryMachine(EntryVerdict):
+class EntryMachine(EntrySubmissions, EntryVerdict):
     """The rounds of the entry mix. Construct it empty, or from stored records with
     :meth:`restore` after a restart.
 
@@ -317,184 +283,6 @@ class EntryMachine(EntryVerdict):
         ceiling = min(OPEN_RETRY_CAP, OPEN_RETRY_BASE * 2 ** (self._refusals - 1))
         self._retry_at = now + ceiling * (0.5 + 0.5 * min(1.0, max(0.0, self.jitter())))
 
-    # ------------------------------------------------------------------ submissions
-
-    def on_submit(self, frame: Submit) -> list[Action]:
-        """Event: a client's ``submit`` frame (lengths already checked by the parser).
-
-        An exact retry of a stored submission is acknowledged again in every round status
-        (for :data:`RECEIPT_ROUNDS` rounds after its own), before and after a restart.
-
-        :raises Unauthorized: ``credentials`` is on and the frame has no credential.
-        :raises MalformedFrame: ``credentials`` is on and the client id is not the
-            credential's.
-        :raises RoundClosed: the round is known but no longer takes submissions (and this is
-            not an exact retry of a submission stored in it).
-        :raises UnknownRound: this node never opened the round (or forgot it).
-        :raises MalformedFrame, WrongCount, BadLength, DuplicateClient: see
-            :meth:`EntryIntake.check`.
-        """
-        if self.credentials:
-            check_credential_client(frame.client, frame.credential)
-        known = self.rounds.get(frame.round_id)
-        if known is not None and known.entry is None and frame.client in known.receipts:
-            retry = self._retry(known, frame.client, submission_digest(frame.box))
-            if retry is not None:
-                return retry
-        st = self._intake_round(frame.round_id)
-        assert st.entry is not None
-        digest = st.entry.check(frame.client, frame.box)
-        if digest is None:  # this exact submission was accepted before
-            return self._ack_when_stored(st, frame.client)
-        token = SubmitPeeled(frame.round_id, frame.client, digest)
-        return [Peel(frame.round_id, (frame.box,), token, split=self.messages)]
-
-    def _intake_round(self, r: int) -> RoundState:
-        st = self.rounds.get(r)
-        if st is None or st.entry is None:
-            if st is not None and st.status is not RoundStatus.OPENING:
-                raise RoundClosed(f"round {r} is {st.status.value}")
-            raise UnknownRound(f"round {r} is unknown")
-        return st
-
-    def _retry(self, st: RoundState, client: str, digest: bytes) -> list[Action] | None:
-        """The answer to an exact retry of a submission accepted in ``st`` (``None`` if it
-        is not one)."""
-        if st.receipts.get(client) == digest:
-            return [Reply(Accepted(st.round_id, client))]
-        if st.entry is not None and st.entry.accepted.get(client) == digest:
-            return self._ack_when_stored(st, client)
-        return None
-
-    def _ack_when_stored(self, st: RoundState, client: str) -> list[Action]:
-        if client in st.receipts:
-            return [Reply(Accepted(st.round_id, client))]
-        # still being stored: an empty transaction commits after it (writes are in order)
-        return [Persist((), token=AwaitStored(st.round_id, client))]
-
-    def peeled(self, token: object, results: Sequence[bytes | MixnetError], now: float) -> (
-        list[Action]
-    ):
-        """Event: the adapter opened a submission's box into its ``messages`` items
-        (:class:`Peel` with ``token``).
-
-        :raises MixnetError: the box failed to open (the submission is refused whole), or
-            the round closed or the client was accepted meanwhile.
-        """
-        (outcome,) = self.peeled_many([(token, results)], now)
-        if isinstance(outcome, MixnetError):
-            raise outcome
-        return outcome
-
-    def peeled_many(
-        self,
-        opened: Sequence[tuple[object, Sequence[bytes | MixnetError]]],
-        now: float,
-    ) -> list[list[Action] | MixnetError]:
-        """Event: the adapter opened the boxes of several submissions (e.g. one
-        ``submit-many`` frame's): per ``(token, results)``, in order, what :meth:`peeled`
-        returns for it or the :class:`MixnetError` it raises — the same as calling
-        :meth:`peeled` for each in turn, with the inner onions' digests checked against the
-        round's replay filter in one vectorized probe.
-
-        :raises TypeError: a token is not a submission token.
-        """
-        out: list[list[Action] | MixnetError] = []
-        checked: list[tuple[SubmitPeeled, tuple[bytes, ...]]] = []
-        for token, results in opened:
-            if not isinstance(token, SubmitPeeled):
-                raise TypeError(f"not a submission token: {token!r}")
-            failed = next((item for item in results if isinstance(item, MixnetError)), None)
-            if failed is None and len(results) != self.messages:
-                failed = InternalError(
-                    f"a box opened to {len(results)} items, not {self.messages}"
-                )
-            checked.append((token, tuple(p for p in results if isinstance(p, bytes))))
-            out.append(failed if failed is not None else [])
-        # equal onions peel to equal payloads: this catches a replay the in-memory onion
-        # filter misses after a restart. With one mix the payloads are plaintext, where equal
-        # values are legitimate, so only the onion filter applies.
-        filtered = self.hops > 1
-        digests = [[item_digest(p) for p in payloads] for _, payloads in checked]
-        held: list[bool] = []
-        if filtered:
-            by_round: dict[int, list[int]] = {}
-            for index, (token, _) in enumerate(checked):
-                if not isinstance(out[index], MixnetError):
-                    by_round.setdefault(token.round_id, []).append(index)
-            held_by_index: dict[int, bool] = {}
-            for r, indices in by_round.items():
-                st = self.rounds.get(r)
-                if st is None or st.entry is None:
-                    continue  # the per-submission checks below refuse these
-                blob = b"".join(d for i in indices for d in digests[i])
-                flags = st.payload_digests.held_many(blob).tolist()
-                for k, i in enumerate(indices):
-                    held_by_index[i] = any(flags[k * self.messages : (k + 1) * self.messages])
-            held = [held_by_index.get(i, False) for i in range(len(checked))]
-        added: dict[int, list[bytes]] = {}  # round -> digests accepted by this call
-        fresh: dict[int, set[bytes]] = {}  # ... the same, for the later submissions' checks
-        for index, (token, payloads) in enumerate(checked):
-            if isinstance(out[index], MixnetError):
-                continue
-            try:
-                out[index] = self._accept_peeled(
-                    token, payloads, digests[index] if filtered else [],
-                    held[index] if filtered else False, fresh, added, now,
-                )  # fmt: skip
-            except MixnetError as exc:
-                out[index] = exc
-        for r, new in added.items():
-            st = self.rounds[r]
-            if st.status is RoundStatus.OPEN and new:  # closed: the filter was cleared
-                st.payload_digests.add_new(b"".join(new))
-        return out
-
-    def _accept_peeled(
-        self,
-        token: SubmitPeeled,
-        payloads: tuple[bytes, ...],
-        digests: list[bytes],
-        held: bool,
-        fresh: dict[int, set[bytes]],
-        added: dict[int, list[bytes]],
-        now: float,
-    ) -> list[Action]:
-        """:meth:`peeled` for one opened submission whose ``digests`` (of its items; empty
-        with one mix) were probed in the round's filter (``held``: one is in it) and are
-        checked against ``fresh[round]``, those accepted earlier in the same call (which
-        records what it accepts in ``fresh`` and ``added``)."""
-        r, client, digest = token.round_id, token.client, token.digest
-        known = self.rounds.get(r)
-        retry = None if known is None else self._retry(known, client, digest)
-        if retry is not None:
-            return retry
-        st = self._intake_round(r)
-        assert st.entry is not None
-        if self.hops == 1 and not all(self.validator(p) for p in payloads):
-            raise MalformedFrame("a payload of the submission is not valid for the round")
-        unique = set(digests)
-        # a round closed meanwhile (by an earlier submission of the same call) has cleared
-        # its filter: then, as in peeled, only the submission's own repeats count here (and
-        # accept refuses it)
-        probed = st.status is RoundStatus.OPEN
-        earlier = fresh.setdefault(r, set())
-        if len(unique) != len(digests) or (probed and (held or not earlier.isdisjoint(unique))):
-            raise DuplicateClient("submission repeats an onion already in this round")
-        closes = st.entry.accept(client, digest, now)
-        earlier.update(unique)
-        added.setdefault(r, []).extend(digests)
-        st.pending[client] = payloads
-        actions: list[Action] = [
-            Persist(
-                (AddSubmission(r, Submission(client, digest, payloads)),),
-                token=Stored(r, client, digest),
-            )
-        ]
-        if closes:
-            actions += self._close(st)
-        return actions
-
     def persisted(self, token: object, now: float) -> list[Action]:
         """Event: a :class:`Persist` with ``token`` committed."""
         if isinstance(token, Opened):
@@ -504,17 +292,8 @@ class EntryMachine(EntryVerdict):
                 self._refusals = 0
                 self._retry_at = None
             return []
-        if isinstance(token, Stored):
-            st = self.rounds[token.round_id]
-            if token.client not in st.pending:  # the round was aborted meanwhile
-                raise RoundClosed(f"round {token.round_id} is {st.status.value}")
-            st.submissions[token.client] = st.pending.pop(token.client)
-            st.receipts[token.client] = token.digest
-            return [Reply(Accepted(token.round_id, token.client)), *self._mix_if_ready(st)]
-        if isinstance(token, AwaitStored):
-            if token.client in self.rounds[token.round_id].receipts:
-                return [Reply(Accepted(token.round_id, token.client))]
-            raise InternalError("the submission could not be stored; submit it again")
+        if isinstance(token, Stored | AwaitStored):
+            return self._stored(token)
         raise TypeError(f"unknown token {token!r}")
 
     def persist_failed(self, token: object, now: float) -> list[Action]:
@@ -528,12 +307,7 @@ class EntryMachine(EntryVerdict):
                 return []
             return self._abort(st)
         if isinstance(token, Stored):
-            st = self.rounds[token.round_id]
-            failed = st.pending.pop(token.client, ())
-            st.payload_digests.difference_update(item_digest(p) for p in failed)
-            if st.entry is not None:
-                st.entry.release(token.client, reopen=False)
-            actions = self._mix_if_ready(st)
+            actions = self._store_failed(token)
             if actions:
                 return actions
         raise InternalError("the node could not store the submission; submit it again")
@@ -598,7 +372,8 @@ class EntryMachine(EntryVerdict):
         unfinished work: a round left ``OPENING`` is aborted down the chain (its opening
         never completed); an ``OPEN`` round takes submissions again (until its stored
         deadline); a ``CLOSED`` round is mixed; a ``MIXED`` round's forwarding continues; a
-        ``FORWARDED`` round's verdict is asked for again."""
+        ``FORWARDED`` round's verdict is asked for again (:func:`~mixnet.core.entry_restore.
+        resume_entry`)."""
         m = cls(
             name=name,
             hops=hops,
@@ -612,49 +387,4 @@ class EntryMachine(EntryVerdict):
             validator=validator,
             signing=signing,
         )
-        actions: list[Action] = []
-        last = max((rec.round_id for rec in records.rounds), default=0)
-        for rec in records.rounds:
-            r = rec.round_id
-            m.next_round_id = max(m.next_round_id, r + 1)
-            st = RoundState(r, rec.status, rec.opened_at, rec.announcements, clients=rec.clients)
-            st.receipts = dict(records.receipts.get(r, {}))
-            m.rounds[r] = st
-            subs = records.submissions.get(r, ())
-            if rec.status is RoundStatus.OPENING:
-                actions += m._abort(st)
-            elif rec.status is RoundStatus.OPEN and m.current is None:
-                # the intake's clock starts where the stored deadline says
-                started = (
-                    rec.opened_at
-                    if rec.deadline is None
-                    else rec.deadline - policy.deadline_seconds
-                )
-                st.entry = EntryIntake(r, messages, box_length, policy, started)
-                for sub in subs:
-                    st.entry.restore(sub.client, sub.digest)
-                    st.submissions[sub.client] = sub.payloads
-                    if hops > 1:
-                        st.payload_digests.update(item_digest(p) for p in sub.payloads)
-                m.current = r
-                if len(subs) >= policy.max_users:  # the closing write was lost in a crash
-                    st.entry.status = "closed"
-                    actions += m._close(st)
-            elif rec.status is RoundStatus.OPEN:  # a second open round cannot happen: abort
-                actions += m._abort(st)
-            elif rec.status is RoundStatus.CLOSED:
-                st.clients = None
-                st.submissions = SubmissionTable((sub.client, sub.payloads) for sub in subs)
-                actions += m._mix_if_ready(st)
-            elif rec.status is RoundStatus.MIXED and r in records.outbound:
-                st.submissions = SubmissionTable((sub.client, sub.payloads) for sub in subs)
-                actions += m._resume_outbound(st, records.outbound[r])
-            elif rec.status is RoundStatus.FORWARDED:
-                st.submissions = SubmissionTable((sub.client, sub.payloads) for sub in subs)
-                actions += m._forwarded(st)
-            elif rec.status is RoundStatus.ABORTED and r > last - RECEIPT_ROUNDS:
-                # the abort may not have reached the chain before the restart: say it again
-                actions.append(Send(AbortRound(r)))
-            if rec.secret_key is not None and rec.status in TERMINAL:
-                actions.append(Persist((EraseKey(r),)))
-        return m, actions
+        return m, resume_entry(m, records)

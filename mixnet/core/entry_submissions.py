@@ -1,0 +1,286 @@
+"""The entry mix taking submissions: the part of :class:`~mixnet.core.entry.EntryMachine`
+between a client's ``submit`` and its acknowledgement (pure).
+
+A submission goes :meth:`EntrySubmissions.on_submit` (cheap checks; an exact retry of a
+stored submission is answered at once) → :class:`~mixnet.core.actions.Peel` →
+:meth:`~EntrySubmissions.peeled` (re-checks, counts it, asks to store it; or
+:meth:`~EntrySubmissions.peeled_many` for a ``submit-many`` frame's boxes at once) → the
+commit (:meth:`~EntrySubmissions._stored`: acknowledged). A submission is acknowledged only
+after it is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mixnet.admission import check_credential_client
+from mixnet.blame import PayloadValidator
+from mixnet.core.actions import Action, Peel, Persist, Reply
+from mixnet.core.intake import item_digest, submission_digest
+from mixnet.core.records import AddSubmission, Submission
+from mixnet.core.rounds import RoundState
+from mixnet.core.status import RoundStatus
+from mixnet.errors import (
+    DuplicateClient,
+    InternalError,
+    MalformedFrame,
+    MixnetError,
+    RoundClosed,
+    UnknownRound,
+)
+from mixnet.frames import Accepted, Submit
+
+__all__ = ["AwaitStored", "EntrySubmissions", "Stored", "SubmitPeeled"]
+
+
+@dataclass(frozen=True)
+class SubmitPeeled:
+    """Token of the :class:`Peel` of a submission."""
+
+    round_id: int
+    client: str
+    digest: bytes
+
+
+@dataclass(frozen=True)
+class Stored:
+    """Token of the :class:`Persist` of a submission."""
+
+    round_id: int
+    client: str
+    digest: bytes
+
+
+@dataclass(frozen=True)
+class AwaitStored:
+    """Token of an empty :class:`Persist` that lets an exact retry wait for its original."""
+
+    round_id: int
+    client: str
+
+
+class EntrySubmissions:
+    """Mixin of :class:`~mixnet.core.entry.EntryMachine` (see the module docstring), which
+    sets the attributes below and provides ``_close`` and ``_mix_if_ready``."""
+
+    rounds: dict[int, RoundState]
+    credentials: bool
+    hops: int
+    messages: int
+    validator: PayloadValidator
+
+    if TYPE_CHECKING:
+
+        def _close(self, st: RoundState) -> list[Action]: ...
+
+        def _mix_if_ready(self, st: RoundState) -> list[Action]: ...
+
+    def on_submit(self, frame: Submit) -> list[Action]:
+        """Event: a client's ``submit`` frame (lengths already checked by the parser).
+
+        An exact retry of a stored submission is acknowledged again in every round status
+        (for :data:`RECEIPT_ROUNDS` rounds after its own), before and after a restart.
+
+        :raises Unauthorized: ``credentials`` is on and the frame has no credential.
+        :raises MalformedFrame: ``credentials`` is on and the client id is not the
+            credential's.
+        :raises RoundClosed: the round is known but no longer takes submissions (and this is
+            not an exact retry of a submission stored in it).
+        :raises UnknownRound: this node never opened the round (or forgot it).
+        :raises MalformedFrame, WrongCount, BadLength, DuplicateClient: see
+            :meth:`EntryIntake.check`.
+        """
+        if self.credentials:
+            check_credential_client(frame.client, frame.credential)
+        known = self.rounds.get(frame.round_id)
+        if known is not None and known.entry is None and frame.client in known.receipts:
+            retry = self._retry(known, frame.client, submission_digest(frame.box))
+            if retry is not None:
+                return retry
+        st = self._intake_round(frame.round_id)
+        assert st.entry is not None
+        digest = st.entry.check(frame.client, frame.box)
+        if digest is None:  # this exact submission was accepted before
+            return self._ack_when_stored(st, frame.client)
+        token = SubmitPeeled(frame.round_id, frame.client, digest)
+        return [Peel(frame.round_id, (frame.box,), token, split=self.messages)]
+
+    def _intake_round(self, r: int) -> RoundState:
+        st = self.rounds.get(r)
+        if st is None or st.entry is None:
+            if st is not None and st.status is not RoundStatus.OPENING:
+                raise RoundClosed(f"round {r} is {st.status.value}")
+            raise UnknownRound(f"round {r} is unknown")
+        return st
+
+    def _retry(self, st: RoundState, client: str, digest: bytes) -> list[Action] | None:
+        """The answer to an exact retry of a submission accepted in ``st`` (``None`` if it
+        is not one)."""
+        if st.receipts.get(client) == digest:
+            return [Reply(Accepted(st.round_id, client))]
+        if st.entry is not None and st.entry.accepted.get(client) == digest:
+            return self._ack_when_stored(st, client)
+        return None
+
+    def _ack_when_stored(self, st: RoundState, client: str) -> list[Action]:
+        if client in st.receipts:
+            return [Reply(Accepted(st.round_id, client))]
+        # still being stored: an empty transaction commits after it (writes are in order)
+        return [Persist((), token=AwaitStored(st.round_id, client))]
+
+    def peeled(self, token: object, results: Sequence[bytes | MixnetError], now: float) -> (
+        list[Action]
+    ):
+        """Event: the adapter opened a submission's box into its ``messages`` items
+        (:class:`Peel` with ``token``).
+
+        :raises MixnetError: the box failed to open (the submission is refused whole), or
+            the round closed or the client was accepted meanwhile.
+        """
+        (outcome,) = self.peeled_many([(token, results)], now)
+        if isinstance(outcome, MixnetError):
+            raise outcome
+        return outcome
+
+    def peeled_many(
+        self,
+        opened: Sequence[tuple[object, Sequence[bytes | MixnetError]]],
+        now: float,
+    ) -> list[list[Action] | MixnetError]:
+        """Event: the adapter opened the boxes of several submissions (e.g. one
+        ``submit-many`` frame's): per ``(token, results)``, in order, what :meth:`peeled`
+        returns for it or the :class:`MixnetError` it raises — the same as calling
+        :meth:`peeled` for each in turn, with the inner onions' digests checked against the
+        round's replay filter in one vectorized probe.
+
+        :raises TypeError: a token is not a submission token.
+        """
+        out: list[list[Action] | MixnetError] = []
+        # equal onions peel to equal payloads: this catches a replay the in-memory onion
+        # filter misses after a restart. With one mix the payloads are plaintext, where equal
+        # values are legitimate, so only the onion filter applies.
+        filtered = self.hops > 1
+        pending: list[tuple[int, SubmitPeeled, tuple[bytes, ...], list[bytes]]] = []
+        for index, (token, results) in enumerate(opened):
+            if not isinstance(token, SubmitPeeled):
+                raise TypeError(f"not a submission token: {token!r}")
+            payloads = tuple(p for p in results if isinstance(p, bytes))
+            if len(payloads) != len(results):
+                out.append(next(e for e in results if isinstance(e, MixnetError)))
+            elif len(payloads) != self.messages:
+                out.append(
+                    InternalError(f"a box opened to {len(payloads)} items, not {self.messages}")
+                )
+            else:
+                out.append([])
+                digests = [item_digest(p) for p in payloads] if filtered else []
+                pending.append((index, token, payloads, digests))
+        held = self._held(pending)
+        fresh: dict[int, set[bytes]] = {}  # round -> digests accepted by this call
+        for index, token, payloads, digests in pending:
+            try:
+                out[index] = self._accept_peeled(
+                    token, payloads, digests, held.get(index, False),
+                    fresh.setdefault(token.round_id, set()), now,
+                )  # fmt: skip
+            except MixnetError as exc:
+                out[index] = exc
+        for r, accepted in fresh.items():
+            st = self.rounds[r] if accepted else None
+            if st is not None and st.status is RoundStatus.OPEN:  # closed: filter cleared
+                st.payload_digests.add_new(b"".join(accepted))
+        return out
+
+    def _held(
+        self, pending: Sequence[tuple[int, SubmitPeeled, tuple[bytes, ...], list[bytes]]]
+    ) -> dict[int, bool]:
+        """Per index of ``pending``: whether one of its digests is in its round's replay
+        filter (one vectorized probe per round; open rounds only)."""
+        by_round: dict[int, list[tuple[int, list[bytes]]]] = {}
+        for index, token, _, digests in pending:
+            if digests:
+                by_round.setdefault(token.round_id, []).append((index, digests))
+        held: dict[int, bool] = {}
+        for r, group in by_round.items():
+            st = self.rounds.get(r)
+            if st is None or st.entry is None:
+                continue  # the per-submission checks refuse these
+            flags = st.payload_digests.held_many(b"".join(d for _, ds in group for d in ds))
+            at = 0
+            for index, digests in group:
+                held[index] = bool(flags[at : at + len(digests)].any())
+                at += len(digests)
+        return held
+
+    def _accept_peeled(
+        self,
+        token: SubmitPeeled,
+        payloads: tuple[bytes, ...],
+        digests: list[bytes],
+        held: bool,
+        earlier: set[bytes],
+        now: float,
+    ) -> list[Action]:
+        """:meth:`peeled` for one opened submission whose ``digests`` (of its items; empty
+        with one mix) were probed in the round's filter (``held``: one is in it) and are
+        checked against ``earlier``, those of its round accepted earlier in the same call
+        (to which it adds its own when it accepts)."""
+        r, client, digest = token.round_id, token.client, token.digest
+        known = self.rounds.get(r)
+        retry = None if known is None else self._retry(known, client, digest)
+        if retry is not None:
+            return retry
+        st = self._intake_round(r)
+        assert st.entry is not None
+        if self.hops == 1 and not all(self.validator(p) for p in payloads):
+            raise MalformedFrame("a payload of the submission is not valid for the round")
+        unique = set(digests)
+        # a round closed meanwhile (by an earlier submission of the same call) has cleared
+        # its filter: then, as in peeled, only the submission's own repeats count here (and
+        # accept refuses it)
+        probed = st.status is RoundStatus.OPEN
+        if len(unique) != len(digests) or (probed and (held or not earlier.isdisjoint(unique))):
+            raise DuplicateClient("submission repeats an onion already in this round")
+        closes = st.entry.accept(client, digest, now)
+        earlier.update(unique)
+        st.pending[client] = payloads
+        actions: list[Action] = [
+            Persist(
+                (AddSubmission(r, Submission(client, digest, payloads)),),
+                token=Stored(r, client, digest),
+            )
+        ]
+        if closes:
+            actions += self._close(st)
+        return actions
+
+    def _stored(self, token: Stored | AwaitStored) -> list[Action]:
+        """A submission's write (``Stored``), or the empty write an exact retry waited
+        behind (``AwaitStored``), committed: acknowledge it.
+
+        :raises RoundClosed: the round was aborted meanwhile.
+        :raises InternalError: the original of a retry was not stored (submit it again).
+        """
+        st = self.rounds[token.round_id]
+        if isinstance(token, AwaitStored):
+            if token.client in st.receipts:
+                return [Reply(Accepted(token.round_id, token.client))]
+            raise InternalError("the submission could not be stored; submit it again")
+        if token.client not in st.pending:  # the round was aborted meanwhile
+            raise RoundClosed(f"round {token.round_id} is {st.status.value}")
+        st.submissions[token.client] = st.pending.pop(token.client)
+        st.receipts[token.client] = token.digest
+        return [Reply(Accepted(token.round_id, token.client)), *self._mix_if_ready(st)]
+
+    def _store_failed(self, token: Stored) -> list[Action]:
+        """A submission's write failed: it leaves the round (its onions leave the filter, its
+        client id is free again) and a closed round is mixed if it was the last one pending.
+        """
+        st = self.rounds[token.round_id]
+        failed = st.pending.pop(token.client, ())
+        st.payload_digests.difference_update(item_digest(p) for p in failed)
+        if st.entry is not None:
+            st.entry.release(token.client, reopen=False)
+        return self._mix_if_ready(st)
