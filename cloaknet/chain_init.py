@@ -119,6 +119,59 @@ def _url(host: str, port: int) -> str:
     return f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}"
 
 
+@dataclass(frozen=True)
+class LocalChain:
+    """A chain of mixes ``mix1 … mixN`` and the analyzer on free ports of one host: its
+    configuration, the mixes' names and the ports (the mixes', then the analyzer's)."""
+
+    config: ChainConfig
+    names: list[str]
+    ports: list[int]
+
+
+def local_chain(
+    directory: Path,
+    *,
+    chain_id: str,
+    mixes: int,
+    policy: RoundPolicy,
+    host: str = "127.0.0.1",
+    ownership_proofs: bool = False,
+) -> LocalChain:
+    """Write identity keys for ``mix1 … mix<mixes>`` into ``directory`` (files 0600; see
+    :func:`~cloaknet.chainfile.generate_node_keys`), pick free ports on ``host``
+    (:func:`free_ports`) and return the configuration of that chain; writing its chain
+    file is the caller's (with the protocol table it wants).
+
+    If the configuration is refused, the key files this call wrote are removed again.
+
+    :raises ChainConfigError: ``chain_id`` or the policy is not valid for a chain.
+    :raises ChainFileError: a key file exists already or cannot be written (nothing is left
+        written; :func:`~cloaknet.chainfile.generate_node_keys`).
+    :raises OSError: ``host`` is not a local address.
+    """
+    names = [f"mix{i + 1}" for i in range(mixes)]
+    ports = free_ports(host, mixes + 1)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    keys = generate_node_keys(directory, names)
+    try:
+        config = ChainConfig(
+            chain_id=chain_id,
+            mixes=tuple(
+                NodeInfo(name, _url(host, port), keys[name])
+                for name, port in zip(names, ports[:-1], strict=True)
+            ),
+            sink=NodeInfo(ANALYZER_NAME, _url(host, ports[-1]), None),
+            policy=policy,
+            sink_table=SINK_TABLE,
+            ownership_proofs=ownership_proofs,
+        )
+    except BaseException:
+        _remove([directory / f"{name}.key" for name in names])
+        raise
+    return LocalChain(config, names, ports)
+
+
 def node_commands(chain_file: Path, key_files: Mapping[str, Path], mixes: Sequence[str]) -> (
     tuple[str, ...]
 ):
@@ -168,31 +221,25 @@ def init_chain(
     if os.path.lexists(chain_file):
         raise ChainFileError("chain file already exists; refusing to overwrite it",
                              source=os.fspath(chain_file))  # fmt: skip
-    names = [f"mix{i + 1}" for i in range(mixes)]
-    ports = free_ports(host, mixes + 1)
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    keys = generate_node_keys(directory, names)
-    key_files = {name: directory / f"{name}.key" for name in names}
     try:
-        config = ChainConfig(
-            chain_id=chain_id,
-            mixes=tuple(
-                NodeInfo(name, _url(host, port), keys[name])
-                for name, port in zip(names, ports[:-1], strict=True)
-            ),
-            sink=NodeInfo(ANALYZER_NAME, _url(host, ports[-1]), None),
-            policy=_policy(rounds),
-            sink_table=SINK_TABLE,
+        local = local_chain(
+            directory, chain_id=chain_id, mixes=mixes, policy=_policy(rounds), host=host,
             ownership_proofs=ownership_proofs,
-        )
-        write_chain_file(chain_file, config, protocol)
+        )  # fmt: skip
+    except ChainConfigError as exc:
+        raise ChainFileError(exc.problem, field=exc.field) from None
+    key_files = {name: directory / f"{name}.key" for name in local.names}
+    try:
+        write_chain_file(chain_file, local.config, protocol)
     except ChainConfigError as exc:
         _remove(key_files.values())
         raise ChainFileError(exc.problem, field=exc.field) from None
     except BaseException:
         _remove(key_files.values())
         raise
-    return InitializedChain(chain_file, key_files, node_commands(chain_file, key_files, names))
+    return InitializedChain(
+        chain_file, key_files, node_commands(chain_file, key_files, local.names)
+    )
 
 
 def _remove(paths: Sequence[Path] | Any) -> None:

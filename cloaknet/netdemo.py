@@ -34,13 +34,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cloaknet.chain_init import free_ports
-from cloaknet.chainfile import SINK_TABLE, generate_node_keys, load_chain, write_chain_file
+from cloaknet.chain_init import local_chain
+from cloaknet.chainfile import load_chain, write_chain_file
 from cloaknet.client import connect
 from cloaknet.demo_plan import choose, summary_rows
 from cloaknet.encoding import quantize
 from cloaknet.wire_cost import wire_cost
-from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+from mixnet.chain import RoundPolicy
 
 __all__ = ["DemoError", "run_network_demo"]
 
@@ -136,22 +136,11 @@ def run_network_demo(
     procs = _Processes(directory)
     console = Console(stderr=True)
     try:
-        names = [f"mix{i + 1}" for i in range(mixes)]
-        keys = generate_node_keys(directory, names)
-        ports = free_ports(HOST, mixes + 1)
         policy = RoundPolicy(
             min_users=users, max_users=users, deadline_seconds=3600.0, below_min="wait"
         )
-        config = ChainConfig(
-            chain_id="demo",
-            mixes=tuple(
-                NodeInfo(n, f"ws://{HOST}:{p}", keys[n]) for n, p in zip(names, ports, strict=False)
-            ),
-            sink=NodeInfo("analyzer", f"ws://{HOST}:{ports[-1]}", None),
-            policy=policy,
-            sections={},
-            sink_table=SINK_TABLE,
-        )
+        local = local_chain(directory, chain_id="demo", mixes=mixes, policy=policy, host=HOST)
+        config, names, ports = local.config, local.names, local.ports
         chain_path = directory / "chain.toml"
         write_chain_file(chain_path, config, table, chosen)
         loaded = load_chain(chain_path)

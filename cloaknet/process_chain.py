@@ -28,16 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from cloaknet.chain_init import free_ports
+from cloaknet.chain_init import local_chain
 from cloaknet.chainfile import (
-    SINK_TABLE,
     CloakChain,
-    generate_node_keys,
     load_chain,
     write_chain_file,
 )
 from cloaknet.errors import CloakError
-from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+from mixnet.chain import RoundPolicy
 
 __all__ = ["HOST", "ChainStartError", "ProcessChain", "process_chain"]
 
@@ -185,21 +183,10 @@ def process_chain(
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     running: ProcessChain | None = None
     try:
-        names = [f"mix{i + 1}" for i in range(mixes)]
-        keys = generate_node_keys(folder, names)
-        ports = free_ports(HOST, mixes + 1)
-        config = ChainConfig(
-            chain_id=chain_id,
-            mixes=tuple(
-                NodeInfo(n, f"ws://{HOST}:{p}", keys[n]) for n, p in zip(names, ports, strict=False)
-            ),
-            sink=NodeInfo("analyzer", f"ws://{HOST}:{ports[-1]}", None),
-            policy=policy,
-            sections={},
-            sink_table=SINK_TABLE,
-        )
+        local = local_chain(folder, chain_id=chain_id, mixes=mixes, policy=policy, host=HOST)
+        names, ports = local.names, local.ports
         chain_path = folder / "chain.toml"
-        write_chain_file(chain_path, config, protocol_table)
+        write_chain_file(chain_path, local.config, protocol_table)
         running = ProcessChain(folder, chain_path, [*names, "analyzer"], ports)
         base = ["--chain", str(chain_path)]
         running._start("analyzer", [*base, "--name", "analyzer"])

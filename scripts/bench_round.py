@@ -73,14 +73,14 @@ from nacl import bindings
 from rich.console import Console
 from rich.table import Table
 
-from cloaknet.chain_init import free_ports
-from cloaknet.chainfile import SINK_TABLE, generate_node_keys, load_chain, write_chain_file
+from cloaknet.chain_init import local_chain
+from cloaknet.chainfile import load_chain, write_chain_file
 from cloaknet.client import connect
 from cloaknet.demo_plan import DEMO_PROTOCOLS, choose
 from cloaknet.encoding import quantize
 from cloaknet.errors import CloakError
 from cloaknet.loadgen import LoadGenerator
-from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+from mixnet.chain import RoundPolicy
 from mixnet.onion import (
     KDF_PERSONAL,
     PUBLIC_KEY_LENGTH,
@@ -360,23 +360,13 @@ def write_chain(directory: Path, args: argparse.Namespace) -> tuple[Path, list[s
     choice's summary."""
     choice = choose(args.protocol, args.users, args.epsilon, args.delta, mode=args.mode,
                     bound=args.bound, precision=args.precision)  # fmt: skip
-    names = [f"mix{i + 1}" for i in range(args.mixes)]
-    keys = generate_node_keys(directory, names)
-    ports = free_ports(HOST, args.mixes + 1)
     policy = RoundPolicy(min_users=args.users, max_users=args.users, deadline_seconds=3600.0,
                          below_min="wait")  # fmt: skip
-    config = ChainConfig(
-        chain_id="bench",
-        mixes=tuple(NodeInfo(n, f"ws://{HOST}:{p}", keys[n]) for n, p in zip(names, ports,
-                                                                                strict=False)),
-        sink=NodeInfo("analyzer", f"ws://{HOST}:{ports[-1]}", None),
-        policy=policy,
-        sections={},
-        sink_table=SINK_TABLE,
-    )
+    local = local_chain(directory, chain_id="bench", mixes=args.mixes, policy=policy, host=HOST)
     chain_path = directory / "chain.toml"
-    write_chain_file(chain_path, config, choice.chain_table(args.precision), choice.cloak_plan)
-    return chain_path, names, ports, dict(choice.summary)
+    write_chain_file(chain_path, local.config, choice.chain_table(args.precision),
+                     choice.cloak_plan)  # fmt: skip
+    return chain_path, local.names, local.ports, dict(choice.summary)
 
 
 def round_entry(status: dict[str, Any], round_id: int) -> dict[str, Any]:

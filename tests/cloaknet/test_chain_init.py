@@ -51,6 +51,16 @@ def test_init_chain_removes_its_keys_when_it_fails(tmp_path: Path) -> None:
         init_chain(tmp_path, selected, mixes=0)
 
 
+def test_init_chain_never_removes_a_key_file_it_did_not_write(tmp_path: Path) -> None:
+    selected = select_plan(100, 1.0, 1e-6)
+    kept = tmp_path / "mix2.key"
+    kept.write_text("someone's key\n")
+    with pytest.raises(ChainFileError, match="already exists"):
+        init_chain(tmp_path, selected, mixes=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mix2.key"]
+    assert kept.read_text() == "someone's key\n"
+
+
 def test_round_section_matches_the_plan_and_the_loader_checks_the_pair() -> None:
     selected = select_plan(1000, 1.0, 1e-6, mode="sum-preserving", max_users=10_000)
     rounds = round_section(selected, deadline_seconds=30, below_min="abort")
