@@ -14,11 +14,8 @@ failure. ``--protocol`` picks the cloak or a comparison protocol instead of the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +36,7 @@ from cloaknet.chainfile import load_chain, write_chain_file
 from cloaknet.client import connect
 from cloaknet.demo_plan import choose, summary_rows
 from cloaknet.encoding import quantize
+from cloaknet.process_chain import stop_processes
 from cloaknet.wire_cost import wire_cost
 from mixnet.chain import RoundPolicy
 
@@ -89,18 +87,7 @@ class _Processes:
                 raise DemoError(f"node {name} exited with {proc.returncode}:\n{tail}")
 
     def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+        stop_processes(self.procs.values(), 10.0)
 
 
 def run_network_demo(

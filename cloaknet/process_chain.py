@@ -23,7 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -37,7 +37,7 @@ from cloaknet.chainfile import (
 from cloaknet.errors import CloakError
 from mixnet.chain import RoundPolicy
 
-__all__ = ["HOST", "ChainStartError", "ProcessChain", "process_chain"]
+__all__ = ["HOST", "ChainStartError", "ProcessChain", "process_chain", "stop_processes"]
 
 HOST: Final[str] = "127.0.0.1"
 #: Seconds a stopping node gets after SIGTERM before its process group is killed.
@@ -128,18 +128,25 @@ class ProcessChain:
     def stop(self) -> None:
         """Stop every node process (SIGTERM; SIGKILL to the process group of one still
         running after :data:`STOP_SECONDS`). Idempotent."""
-        for proc in self.processes.values():
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_SECONDS
-        for proc in self.processes.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+        stop_processes(self.processes.values(), STOP_SECONDS)
+
+
+def stop_processes(processes: Iterable[subprocess.Popen[bytes]], seconds: float) -> None:
+    """Stop node processes started in their own sessions: SIGTERM to each still running,
+    then SIGKILL to the process group of any still running ``seconds`` later. Idempotent."""
+    procs = list(processes)
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + seconds
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
 
 
 def _healthy(port: int) -> bool:

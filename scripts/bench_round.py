@@ -55,7 +55,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -80,6 +79,7 @@ from cloaknet.demo_plan import DEMO_PROTOCOLS, choose
 from cloaknet.encoding import quantize
 from cloaknet.errors import CloakError
 from cloaknet.loadgen import LoadGenerator
+from cloaknet.process_chain import stop_processes
 from mixnet.chain import RoundPolicy
 from mixnet.onion import (
     KDF_PERSONAL,
@@ -267,18 +267,7 @@ class Nodes:
                                  f"{log[-2000:]}")  # fmt: skip
 
     def stop_all(self) -> None:
-        for node in self.nodes:
-            if node.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    node.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for node in self.nodes:
-            try:
-                node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(node.proc.pid, signal.SIGKILL)
-                node.proc.wait(timeout=5)
+        stop_processes((node.proc for node in self.nodes), 10.0)
 
 
 # --------------------------------------------------------------------------- crypto floor
