@@ -35,6 +35,7 @@ from cloaknet.table_fields import (
     int_field,
     modulus_field,
     number_field,
+    plan_request,
     required,
     show,
     type_name,
@@ -245,22 +246,7 @@ def _planned(table: Mapping[str, Any], policy: RoundPolicy) -> SelectedPlan:
                 "explicit parameters are not allowed together with protocol.plan",
                 field=f"protocol.{key}",
             )
-    request = table["plan"]
-    if not isinstance(request, Mapping):
-        raise ChainFileError(
-            f"expected a table like {{ epsilon = 1.0, delta = 1e-6 }}, got {type_name(request)}",
-            field="protocol.plan",
-        )
-    for key in request:
-        if key == "max_users":
-            raise ChainFileError(
-                "not allowed: the plan's max_users is always [round].max_users",
-                field="protocol.plan.max_users",
-            )
-        if key not in _PLAN_KEYS:
-            raise ChainFileError(
-                f"unknown key (allowed: {', '.join(_PLAN_KEYS)})", field=f"protocol.plan.{key}"
-            )
+    request = plan_request(table["plan"], _PLAN_KEYS, example="{ epsilon = 1.0, delta = 1e-6 }")
     arguments: dict[str, Any] = {}
     for key in ("users", "precision", "colluders", "max_messages"):
         if key in request:

@@ -10,7 +10,7 @@ imports the other's internals.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -23,6 +23,7 @@ __all__ = [
     "int_field",
     "modulus_field",
     "number_field",
+    "plan_request",
     "required",
     "show",
     "type_name",
@@ -160,3 +161,28 @@ def fraction_field(value: object, path: str) -> Fraction:
         raise ChainFileError(f"zero denominator in {show(value)}", field=path) from None
     except ValueError:  # beyond the interpreter's limit on digits
         raise ChainFileError(f"too many digits in {show(value)}", field=path) from None
+
+
+def plan_request(request: object, allowed: Sequence[str], *, example: str) -> Mapping[str, Any]:
+    """``[protocol].plan`` as given: a table whose keys are all in ``allowed`` and never
+    ``max_users`` (a plan's ``max_users`` is always ``[round].max_users``).
+
+    :raises ChainFileError: not a table (the message shows ``example``, e.g.
+        ``"{ epsilon = 1.0, delta = 1e-6 }"``), ``max_users`` or another key not allowed
+        (field ``protocol.plan[.key]``).
+    """
+    if not isinstance(request, Mapping):
+        raise ChainFileError(
+            f"expected a table like {example}, got {type_name(request)}", field="protocol.plan"
+        )
+    for key in request:
+        if key == "max_users":
+            raise ChainFileError(
+                "not allowed: the plan's max_users is always [round].max_users",
+                field="protocol.plan.max_users",
+            )
+        if key not in allowed:
+            raise ChainFileError(
+                f"unknown key (allowed: {', '.join(allowed)})", field=f"protocol.plan.{key}"
+            )
+    return request

@@ -51,6 +51,7 @@ from cloaknet.table_fields import (
     int_field,
     modulus_field,
     number_field,
+    plan_request,
     required,
     type_name,
 )
@@ -139,23 +140,10 @@ def _explicit(table: Mapping[str, Any], policy: RoundPolicy) -> VectorParams:
 
 def _planned(request: object, policy: RoundPolicy) -> VectorChainProtocol:
     """Plan as ``[protocol].plan`` asks (:func:`cloaknet.fl_accounting.plan_fl`)."""
-    if not isinstance(request, Mapping):
-        raise ChainFileError(
-            "expected a table like { dimension = 650, clip = 1.0, rounds = 10, epsilon = 3.0, "
-            f"delta = 1e-5 }}, got {type_name(request)}",
-            field="protocol.plan",
-        )
-    for key in request:
-        if key == "max_users":
-            raise ChainFileError(
-                "not allowed: the plan's max_users is always [round].max_users",
-                field="protocol.plan.max_users",
-            )
-        if key not in (*_REQUIRED_PLAN_KEYS, *_OPTIONAL_PLAN_KEYS):
-            raise ChainFileError(
-                f"unknown key (allowed: {', '.join((*_REQUIRED_PLAN_KEYS, *_OPTIONAL_PLAN_KEYS))})",
-                field=f"protocol.plan.{key}",
-            )
+    request = plan_request(
+        request, (*_REQUIRED_PLAN_KEYS, *_OPTIONAL_PLAN_KEYS),
+        example="{ dimension = 650, clip = 1.0, rounds = 10, epsilon = 3.0, delta = 1e-5 }",
+    )  # fmt: skip
     for key in _REQUIRED_PLAN_KEYS:
         required(request, key, "protocol.plan")
     arguments: dict[str, Any] = {}
