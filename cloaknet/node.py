@@ -29,6 +29,7 @@ from cloaknet.analyzer_node import analyzer_node
 from cloaknet.chainfile import CloakChain, load_chain
 from cloaknet.validator import payload_validator
 from mixnet.chain import host_port
+from mixnet.collector import settle_after_start
 from mixnet.errors import MixnetError
 from mixnet.keys import read_key_file
 from mixnet.mix import MixNode
@@ -193,6 +194,7 @@ async def run_node(
                 loop.add_signal_handler(sig, stop.set)
         try:
             await node.start(listen or host, port, tls=tls)
+            settle_after_start()
             await stop.wait()
         finally:
             await node.stop()
