@@ -140,6 +140,9 @@ class BaseNode(ServesSubmitMany):
         self._handlers: set[asyncio.Task[Any]] = set()
         self._closing: set[ServerConnection] = set()
         self._pending: dict[int, asyncio.Future[Outcome]] = {}
+        # set by start(): asking asyncio for the running loop on every request costs a
+        # getpid() system call each time on Python 3.11
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.peers = PeerAuthenticator(settings, self.guard)
         self._changed = asyncio.Event()
         self._round_times = RoundTimes(self.metrics)
@@ -207,6 +210,7 @@ class BaseNode(ServesSubmitMany):
         if self.settings.url:
             check_server_tls(self.settings.name, self.settings.url, has_certificate=tls is not None)
         limits = self.settings.connection_limits
+        self._loop = asyncio.get_running_loop()
         actions = self.recover()
         self.server = await serve(
             self._serve_connection,
@@ -530,7 +534,7 @@ class BaseNode(ServesSubmitMany):
         :raises MixnetError: the machine refused the request (``InternalError`` if it gave
             no answer or failed otherwise).
         """
-        reply: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        reply: asyncio.Future[Frame] = (self._loop or asyncio.get_running_loop()).create_future()
         await self.execute(actions, reply, detach=True)
         if not reply.done():
             raise InternalError("the node gave no answer")

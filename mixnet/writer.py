@@ -64,10 +64,15 @@ class StoreWriter(Generic[T]):
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
         self.commits = 0
+        # the loop of the first submit (one loop only, see the class): asking asyncio for it
+        # on every write costs a getpid() system call each time on Python 3.11
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def submit(self, persist: Persist) -> asyncio.Future[T]:
         """Queue ``persist``; the future resolves after its commit (see the class)."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         if self._closed:
             future.set_exception(InternalError("the node is stopping"))
