@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from mixnet.admission import check_credential_client
 from mixnet.blame import PayloadValidator
 from mixnet.core.actions import Action, Peel, Persist, Reply
@@ -130,9 +132,9 @@ class EntrySubmissions:
         # still being stored: an empty transaction commits after it (writes are in order)
         return [Persist((), token=AwaitStored(st.round_id, client))]
 
-    def peeled(self, token: object, results: Sequence[bytes | MixnetError], now: float) -> (
-        list[Action]
-    ):
+    def peeled(
+        self, token: object, results: Sequence[bytes | MixnetError], now: float
+    ) -> list[Action]:
         """Event: the adapter opened a submission's box into its ``messages`` items
         (:class:`Peel` with ``token``).
 
@@ -208,10 +210,13 @@ class EntrySubmissions:
             if st is None or st.entry is None:
                 continue  # the per-submission checks refuse these
             flags = st.payload_digests.held_many(b"".join(d for _, ds in group for d in ds))
-            at = 0
-            for index, digests in group:
-                held[index] = bool(flags[at : at + len(digests)].any())
-                at += len(digests)
+            # per submission whether any of its flags is set: one reduction over the
+            # submissions' runs of flags (every run is non-empty)
+            starts = np.cumsum([0] + [len(ds) for _, ds in group[:-1]])
+            for (index, _), any_held in zip(
+                group, np.logical_or.reduceat(flags, starts).tolist(), strict=True
+            ):
+                held[index] = any_held
         return held
 
     def _accept_peeled(
