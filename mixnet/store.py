@@ -78,7 +78,7 @@ from mixnet.store_rows import (
 __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "SECRET_KEY_LENGTH", "NodeStore", "StoreError"]
 
 #: Version of the schema this module writes; a database with another version is refused.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Seconds a write waits for a lock held by another connection before failing.
 BUSY_TIMEOUT = 10.0
 

@@ -63,10 +63,14 @@ Row = tuple[object, ...]
 T = TypeVar("T")
 
 
-#: The tables of schema version 4 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
+#: The tables of schema version 5 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
 #: version 3's index on ``submissions (round_id, client)``: the receipt every submission is
 #: stored with (``receipts``' primary key) already refuses a second one, and the index cost
-#: a random B-tree page per submission.
+#: a random B-tree page per submission. Version 5 has the same tables, but ``chunks.digests``
+#: holds another digest: the first 16 bytes of each item's chunk-signature Merkle leaf
+#: (:func:`mixnet.core.relay.replay_digests`) instead of a digest of its own. A relay that
+#: rebuilt its replay filter from version 4's digests would miss a replay of an item it
+#: stored before the upgrade, so a version-4 store is refused like any other.
 SCHEMA = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,

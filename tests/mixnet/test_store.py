@@ -100,8 +100,8 @@ def refused(result: StoreError | None, match: str) -> None:
 
 
 def test_new_store_is_wal_and_versioned(store: NodeStore, db: Path) -> None:
-    assert SCHEMA_VERSION == 4
-    assert store.get_meta("schema_version") == "4"
+    assert SCHEMA_VERSION == 5
+    assert store.get_meta("schema_version") == "5"
     conn = raw(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
@@ -144,7 +144,7 @@ def test_schema_version_1_is_refused_with_one_clear_line(db: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "match"), [("3", "older version"), ("5", "newer version"), (None, "no readable")]
+    ("value", "match"), [("4", "older version"), ("6", "newer version"), (None, "no readable")]
 )
 def test_other_schema_versions_are_refused(db: Path, value: str | None, match: str) -> None:
     NodeStore(db).close()
