@@ -27,8 +27,10 @@ It reports, and writes as JSON (``--json FILE``):
   cost per layer of the format's primitives called directly (X25519 key pair and
   ``crypto_scalarmult``, the BLAKE2b key derivation, ChaCha20-Poly1305-IETF on each hop's
   layer size: the box at the entry mix, an onion at every later mix), measured in the same
-  run before the round; ``cpu_over_floor`` — the nodes' CPU over the nodes' part (the
-  opens);
+  run before and again after the round, each cost the mean of the two (a shared machine's
+  speed drifts by several percent over a minute: ``crypto_rates_before`` and
+  ``crypto_rates_after`` show by how much); ``cpu_over_floor`` — the nodes' CPU over the
+  nodes' part (the opens);
 * per node: ``cpu_seconds`` and of it ``system_cpu_seconds`` (kernel time: sockets, ``fsync``,
   thread wake-ups), ``peak_rss_bytes`` (``VmHWM``, reset through ``clear_refs`` after the idle
   reading where the kernel allows it), ``idle_rss_bytes`` (``VmRSS`` before the round),
@@ -339,6 +341,21 @@ def crypto_rates(payload_length: int, mixes: int, messages: int,
     return rows
 
 
+def mean_rates(before: list[dict[str, float]],
+               after: list[dict[str, float]]) -> list[dict[str, float]]:  # fmt: skip
+    """Per hop, the mean of two :func:`crypto_rates` measurements: the CPU costs averaged,
+    the rates their inverses."""
+    rows = []
+    for b, a in zip(before, after, strict=True):
+        row = dict(b)
+        for key in ("seal_cpu_seconds", "open_cpu_seconds"):
+            row[key] = (b[key] + a[key]) / 2
+        row["seals_per_second"] = 1 / row["seal_cpu_seconds"]
+        row["opens_per_second"] = 1 / row["open_cpu_seconds"]
+        rows.append(row)
+    return rows
+
+
 # --------------------------------------------------------------------------- the round
 
 
@@ -428,6 +445,9 @@ async def drive(args: argparse.Namespace, chain_path: Path, nodes: Nodes,
         settle = time.perf_counter() - t0
         sampler.stop()
         load_after = os.getloadavg()
+        console.log("measuring the layers' seal/open rates again")
+        rates_after = crypto_rates(chain.payload_length, len(chain.config.mixes), chain.messages,
+                                   args.crypto_ops)  # fmt: skip
         per_node = []
         for hop, (node, entry) in enumerate(zip(nodes.nodes, entries, strict=True)):
             mem = memory(node.proc.pid)
@@ -442,7 +462,8 @@ async def drive(args: argparse.Namespace, chain_path: Path, nodes: Nodes,
                              "status": entry,
                              "phases": sampler.phases(node.name,
                                                       phase_bounds(role, entry))})  # fmt: skip
-    return {"round": info.round_id, "rates": rates, "wrapped": wrapped, "sent": sent,
+    return {"round": info.round_id, "rates": mean_rates(rates, rates_after),
+            "rates_before": rates, "rates_after": rates_after, "wrapped": wrapped, "sent": sent,
             "result": result.raw, "wall": wall, "settle": settle, "settled": settled,
             "nodes": per_node,
             "load_before": load_before, "load_after": load_after}  # fmt: skip
@@ -526,6 +547,8 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
         "x25519_counting_rule": COUNTING_RULE,
         "wire_bytes_per_user": {n["name"]: n["wire_bytes_per_user"] for n in nodes},
         "crypto_rates": rates,
+        "crypto_rates_before": out["rates_before"],
+        "crypto_rates_after": out["rates_after"],
         "crypto_floor_cpu_seconds": client_floor + nodes_floor,
         "crypto_floor_clients_cpu_seconds": client_floor,
         "crypto_floor_nodes_cpu_seconds": nodes_floor,

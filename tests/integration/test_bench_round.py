@@ -60,6 +60,12 @@ def test_bench_round_is_exact_and_reports_sane_numbers(tmp_path: Path) -> None:
     assert record["wall_seconds"] > 0 and record["cpu_seconds"] > 0
     assert 0 < record["crypto_floor_nodes_cpu_seconds"] < record["crypto_floor_cpu_seconds"]
     assert record["cpu_over_floor"] > 0
+    # the floor prices each layer at the mean of its costs measured before and after the round
+    for mean, before, after in zip(record["crypto_rates"], record["crypto_rates_before"],
+                                   record["crypto_rates_after"], strict=True):  # fmt: skip
+        for key in ("seal_cpu_seconds", "open_cpu_seconds"):
+            assert before[key] > 0 and after[key] > 0
+            assert mean[key] == pytest.approx((before[key] + after[key]) / 2)
     assert record["loadgen"]["cpu_seconds"] > 0 and record["loadgen"]["workers"] >= 1
     assert [n["name"] for n in record["nodes"]] == ["mix1", "mix2", "mix3", "analyzer"]
     lengths = [n["item_length"] for n in record["nodes"]]
