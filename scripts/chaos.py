@@ -66,7 +66,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import random
 import secrets
 import shutil
@@ -97,6 +96,7 @@ from cloaknet.chainfile import SINK_TABLE, generate_node_keys, write_chain_file
 from cloaknet.client import ChainClient, Receipt, RoundAborted, RoundFailed, connect
 from cloaknet.encoding import encode_share
 from cloaknet.params import CloakParams
+from cloaknet.process_chain import stop_processes
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 from mixnet.client import MAX_REPLY
 from mixnet.link import Link
@@ -228,19 +228,8 @@ class Processes:
         return proc
 
     def stop_all(self) -> None:
-        live = [p for p in self.started if p.poll() is None]
-        for proc in live:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in live:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=5)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # one that outlives SIGKILL
+            stop_processes(self.started, 10)
         self.started = [p for p in self.started if p.poll() is None]
 
 
