@@ -58,6 +58,8 @@ MAX_PATH = 32
 _blake2b = hashlib.blake2b
 #: The state of ``H`` after the leaf prefix ``0x00``, copied for each leaf of an ``Items``.
 _LEAF = _blake2b(b"\x00", digest_size=_HASH)
+#: The state of ``H`` after the inner-node prefix ``0x01``, copied for each inner node.
+_NODE = _blake2b(b"\x01", digest_size=_HASH)
 
 
 def _h(data: bytes) -> bytes:
@@ -99,14 +101,19 @@ def root_of_leaves(leaves: Sequence[bytes]) -> bytes:
     if not leaves:
         return _h(b"")
     level = list(leaves)
+    copy = _NODE.copy  # a copied prefix state: no concatenation, no keyword parsing per node
     while len(level) > 1:
         odd = level[-1] if len(level) & 1 else None
-        level = [
-            _blake2b(b"\x01" + left + right, digest_size=_HASH).digest()
-            for left, right in zip(level[0::2], level[1::2], strict=False)
-        ]
+        pairs: list[bytes] = []
+        append = pairs.append
+        for left, right in zip(level[0::2], level[1::2], strict=False):
+            h = copy()
+            h.update(left)
+            h.update(right)
+            append(h.digest())
         if odd is not None:
-            level.append(odd)
+            pairs.append(odd)
+        level = pairs
     return level[0]
 
 
