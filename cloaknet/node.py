@@ -177,6 +177,8 @@ async def run_node(
     :raises TlsError: the node's URL is ``wss://`` without ``tls_cert``, or ``ws://`` with
         it; or the certificate or key cannot be loaded.
     :raises OSError: the store cannot be opened or the port cannot be bound.
+    :raises StoreFailed: the store failed a commit; the node stopped (fail-stop,
+        :mod:`mixnet.store`): start it again to recover from what the disk holds.
     """
     chain = load_chain(chain_path)
     settings, identity = _prepare(chain, name, key_path, dump_dir)
@@ -195,9 +197,21 @@ async def run_node(
         try:
             await node.start(listen or host, port, tls=tls)
             settle_after_start()
-            await stop.wait()
+            await _until_stopped_or_failed(stop, node)
         finally:
             await node.stop()
     finally:
         store.close()
+    if node.failure is not None:
+        raise node.failure
     log.info("%s stopped", name)
+
+
+async def _until_stopped_or_failed(stop: asyncio.Event, node: BaseNode) -> None:
+    """Return when ``stop`` is set or ``node``'s store fails a commit (fail-stop)."""
+    waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(node.wait_failure())}
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

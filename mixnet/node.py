@@ -73,7 +73,7 @@ from mixnet.node_http import STATUS_HISTORY, RoundTimes, answer_http, guarded_co
 from mixnet.node_many import ServesSubmitMany
 from mixnet.peer_auth import PeerAuthenticator
 from mixnet.settings import NodeSettings
-from mixnet.store import NodeStore, StoreError
+from mixnet.store import NodeStore, StoreError, StoreFailed
 from mixnet.submit_many import SUBMIT_MANY, parse_submit_many
 from mixnet.tls import check_server_tls
 from mixnet.wire import decode_frame, encode_frame, error_frame, get_str
@@ -132,6 +132,7 @@ class BaseNode(ServesSubmitMany):
             # many clients write at the entry mix at once; later nodes store one chunk at a
             # time, which its sender waits for
             window=COMMIT_WINDOW if settings.hop == 0 else 0.0,
+            on_failure=self._store_failed,
         )
         self.guard = ConnectionGuard(settings.connection_limits, self.metrics.refuse)
         self.server: Server | None = None
@@ -147,6 +148,9 @@ class BaseNode(ServesSubmitMany):
         self._changed = asyncio.Event()
         self._round_times = RoundTimes(self.metrics)
         self._stopping = False
+        #: The store's failure, once it failed a commit (:meth:`wait_failure`).
+        self.failure: StoreFailed | None = None
+        self._failed = asyncio.Event()
         self._max_frame = settings.max_frame()
         self._limits = settings.limits()
 
@@ -240,6 +244,21 @@ class BaseNode(ServesSubmitMany):
         scheme = "wss" if tls is not None else "ws"
         log.info("%s listening on %s://%s:%s", self.settings.name, scheme, host, self.port)
         return self.port
+
+    def _store_failed(self, failure: StoreFailed) -> None:
+        """The writer stopped (fail-stop, :mod:`mixnet.writer`): say so to
+        :meth:`wait_failure` and ``/healthz``."""
+        self.failure = failure
+        self._failed.set()
+
+    async def wait_failure(self) -> StoreFailed:
+        """Wait until the node's store fails a commit and return the failure. Every request
+        that needs a write is refused (``internal-error``) from then on, and ``/healthz``
+        answers 503: whoever runs the node should :meth:`stop` it and start it again, which
+        recovers from what the disk holds (``cloaknet node`` exits with an error)."""
+        await self._failed.wait()
+        assert self.failure is not None
+        return self.failure
 
     def after_start(self) -> None:
         """Hook: start background tasks (the entry mix's round timer)."""
@@ -578,6 +597,7 @@ class BaseNode(ServesSubmitMany):
         return await answer_http(
             conn, request, name=self.settings.name, status=self.status,
             metrics=self._render_metrics, routes=self.routes,
+            failure=lambda: None if self.failure is None else str(self.failure),
         )  # fmt: skip
 
     def _render_metrics(self) -> tuple[bytes, str]:

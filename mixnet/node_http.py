@@ -128,9 +128,11 @@ async def answer_http(
     status: Callable[[], Mapping[str, object]],
     metrics: Callable[[], tuple[bytes, str]],
     routes: Callable[[str], Awaitable[tuple[int, object] | None]],
+    failure: Callable[[], str | None] = lambda: None,
 ) -> Response | None:
     """The answer to a plain HTTP GET on a node (``None`` for a websocket upgrade, which
-    the server goes on with): ``/healthz``, ``/status`` (``status()`` as JSON), ``/metrics``
+    the server goes on with): ``/healthz`` (503 with ``failure()`` once that is not
+    ``None``: the node's store failed a commit), ``/status`` (``status()`` as JSON), ``/metrics``
     (``metrics()`` gives the body and its content type), the node's own ``routes(path)``
     (status and JSON body, or ``None``), else 404. Probes log at DEBUG only."""
     if "upgrade" in request.headers.get("Connection", "").lower():
@@ -140,6 +142,9 @@ async def answer_http(
     if probe is not None:
         log.debug("%s: %s probe", name, probe)
     if path == "/healthz":
+        failed = failure()
+        if failed is not None:
+            return conn.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, f"failed: {failed}\n")
         return conn.respond(http.HTTPStatus.OK, "ok\n")
     if path == "/status":
         return json_response(conn, 200, status())

@@ -12,8 +12,16 @@ a database in WAL mode with ``synchronous=FULL``, so once it returns, every grou
 committed survives the process being killed at any moment (and, as far as the OS and disk
 honour ``fsync``, a power loss). A node acknowledges a submission or a batch chunk only after
 that. Group commit: the writer hands everything queued to one call; each group of writes (one
-``Persist``) runs in its own ``SAVEPOINT``, so a group the database refuses (a duplicate
-client, a missing round) is rolled back alone while the others commit.
+``Persist``) runs in its own ``SAVEPOINT``, so a group the database refuses (a missing round,
+an outbound batch stored twice) is rolled back alone while the others commit.
+
+Fail-stop: a ``COMMIT`` that reports an error leaves its outcome unknown (SQLite may have
+written the WAL's commit frame before an ``fsync`` failed, and then replays it on the next
+open). Carrying on would let the round machine's memory and the disk disagree, so the store
+raises :class:`StoreFailed` and refuses every later call; the node stops, and its restart
+recovers from what the disk holds. This is also why the store does not refuse a second
+submission of one client itself: the entry machine refuses it, from a memory that always
+equals the disk, and the store keeps no index that costs a random page per submission.
 
 What is kept, per round (ids are ints in ``[0, 2**63)``): the round (status, times, ``n``,
 the X25519 secret key until erased, the signed round-key announcements); the intake
@@ -32,8 +40,9 @@ it does no locking of its own. Every method blocks on disk I/O.
 
 Errors: :class:`StoreError` for anything the database refuses or cannot do (a duplicate or
 missing row, an unreadable, foreign or differently versioned database, a corrupt row, an I/O
-error, use after :meth:`NodeStore.close`); ``TypeError``/``ValueError`` for values a correct
-caller never passes (a negative id, a secret key of the wrong length, payloads of unequal
+error, use after :meth:`NodeStore.close`), and its subclass :class:`StoreFailed` for a failed
+``COMMIT`` and everything after it (see above); ``TypeError``/``ValueError`` for values a
+correct caller never passes (a negative id, a secret key of the wrong length, payloads of unequal
 length, a result JSON cannot hold, NaN, ...).
 """
 
@@ -75,10 +84,17 @@ from mixnet.store_rows import (
     unpack,
 )
 
-__all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "SECRET_KEY_LENGTH", "NodeStore", "StoreError"]
+__all__ = [
+    "BUSY_TIMEOUT",
+    "SCHEMA_VERSION",
+    "SECRET_KEY_LENGTH",
+    "NodeStore",
+    "StoreError",
+    "StoreFailed",
+]
 
 #: Version of the schema this module writes; a database with another version is refused.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Seconds a write waits for a lock held by another connection before failing.
 BUSY_TIMEOUT = 10.0
 
@@ -90,6 +106,12 @@ class StoreError(MixnetError):
     """The node's database refused or failed an operation, or holds data it cannot read."""
 
     code = "store-error"
+
+
+class StoreFailed(StoreError):
+    """A ``COMMIT`` failed, so whether its writes are on disk is unknown; the store refuses
+    every later call (module docstring, "Fail-stop"). Open the file again — restart the node
+    — to go on from what the disk holds."""
 
 
 class NodeStore:
@@ -137,6 +159,7 @@ class NodeStore:
             raise StoreError(f"cannot open store {file}: {exc}") from None
         self._conn: sqlite3.Connection | None = conn
         self._checkpoint_due = False
+        self._failed: str | None = None  # why the store refuses everything (fail-stop)
         try:
             self._configure(conn)
             self._create_schema(conn)
@@ -215,8 +238,6 @@ class NodeStore:
         in a ``SAVEPOINT``: one the database refuses is rolled back alone and the others
         still commit. Refusals: ``NewRound`` of an existing round; ``SetRound``, ``EraseKey``,
         ``AddSubmission``, ``AddChunk``, ``PutOutbound`` or ``PutResult`` of a missing round;
-        ``AddSubmission`` of a client with a receipt in the round (every stored submission has
-        one, until ``ForgetReceipts``);
         ``PutOutbound`` when the round has an outbound batch; ``AckOutbound`` of a missing
         outbound chunk. ``AddChunk`` of a stored ``(round, sender, index)`` keeps the stored
         chunk; the ``Drop*``/``ForgetReceipts`` writes of nothing are no-ops.
@@ -224,15 +245,20 @@ class NodeStore:
         run as one ``executemany`` per statement, falling back to group by group when the
         database refuses any row, with the same results.
 
-        If the transaction as a whole fails (the database is locked or read-only, an I/O
-        error, including on ``COMMIT``), nothing is stored and every entry is a
-        ``StoreError``. After the commit, if a committed group held an ``EraseKey``,
-        ``DropIntake`` or ``ForgetReceipts``, the WAL is checkpointed (``TRUNCATE``); a
-        checkpoint that fails or is blocked by a reader does not fail the call (the groups
-        are committed) and is retried after every later commit and on :meth:`close`.
+        A second ``AddSubmission`` of one client in one round is stored like the first: the
+        entry machine never asks for one (module docstring, "Fail-stop").
+
+        If the transaction fails before ``COMMIT`` (the database is locked or read-only, an
+        I/O error), nothing is stored and every entry is a ``StoreError``. After the commit,
+        if a committed group held an ``EraseKey``, ``DropIntake`` or ``ForgetReceipts``, the
+        WAL is checkpointed (``TRUNCATE``); a checkpoint that fails or is blocked by a reader
+        does not fail the call (the groups are committed) and is retried after every later
+        commit and on :meth:`close`.
 
         :raises TypeError, ValueError: a malformed write (checked before the transaction
             starts, so nothing is stored; see :mod:`mixnet.store_rows`).
+        :raises StoreFailed: ``COMMIT`` failed (whether the groups are stored is unknown), or
+            an earlier one did; every later call raises it too.
         :raises StoreError: the store is closed.
         """
         check_sequence(groups, "groups")
@@ -249,13 +275,13 @@ class NodeStore:
             results = self._apply_merged(conn, [stmts for stmts, _ in prepared])
             if results is None:
                 results = [self._apply_group(conn, stmts) for stmts, _ in prepared]
-            conn.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback(conn)
             return [StoreError(f"store {self.path}: nothing stored: {exc}") for _ in prepared]
         except BaseException:
             self._rollback(conn)
             raise
+        self._commit(conn)
         erased = any(
             erasing and result is None
             for (_, erasing), result in zip(prepared, results, strict=True)
@@ -318,6 +344,20 @@ class NodeStore:
             return exc
         conn.execute("RELEASE grp")
         return None
+
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        """``COMMIT`` the open transaction. :raises StoreFailed: it failed: the store now
+        refuses everything (module docstring, "Fail-stop")."""
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._failed = (
+                f"store {self.path}: a commit failed ({exc}), so what it wrote may or may not"
+                " be on disk; it refuses everything until it is opened again (restart the"
+                " node to recover from the disk)"
+            )
+            self._rollback(conn)
+            raise StoreFailed(self._failed) from None
 
     @staticmethod
     def _rollback(conn: sqlite3.Connection) -> None:
@@ -468,9 +508,12 @@ class NodeStore:
     # ----------------------------------------------------------------------- plumbing
 
     def _connection(self) -> sqlite3.Connection:
-        """Return the open connection. :raises StoreError: after :meth:`close`."""
+        """Return the open connection. :raises StoreFailed: a commit failed (fail-stop).
+        :raises StoreError: after :meth:`close`."""
         if self._conn is None:
             raise StoreError("store is closed")
+        if self._failed is not None:
+            raise StoreFailed(self._failed)
         return self._conn
 
     @contextmanager
@@ -478,19 +521,20 @@ class NodeStore:
         """Run the block in one ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction.
 
         On any exception the transaction is rolled back and the exception re-raised, with
-        ``sqlite3.Error`` turned into :class:`StoreError`.
+        ``sqlite3.Error`` turned into :class:`StoreError`; a failed ``COMMIT`` raises
+        :class:`StoreFailed` (fail-stop).
         """
         conn = self._connection()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
-                conn.execute("COMMIT")
             except BaseException:
                 self._rollback(conn)
                 raise
         except sqlite3.Error as exc:
             raise StoreError(f"store {self.path}: database error: {exc}") from None
+        self._commit(conn)
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
@@ -535,7 +579,7 @@ class NodeStore:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._checkpoint_due:
+        if self._checkpoint_due and self._failed is None:
             self._checkpoint(conn)
         try:
             conn.close()

@@ -63,14 +63,17 @@ Row = tuple[object, ...]
 T = TypeVar("T")
 
 
-#: The tables of schema version 5 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
-#: version 3's index on ``submissions (round_id, client)``: the receipt every submission is
-#: stored with (``receipts``' primary key) already refuses a second one, and the index cost
-#: a random B-tree page per submission. Version 5 has the same tables, but ``chunks.digests``
-#: holds another digest: the first 16 bytes of each item's chunk-signature Merkle leaf
-#: (:func:`mixnet.core.relay.replay_digests`) instead of a digest of its own. A relay that
-#: rebuilt its replay filter from version 4's digests would miss a replay of an item it
-#: stored before the upgrade, so a version-4 store is refused like any other.
+#: The tables of schema version 6 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
+#: version 3's index on ``submissions (round_id, client)``. Version 5 changed what
+#: ``chunks.digests`` holds: the first 16 bytes of each item's chunk-signature Merkle leaf
+#: (:func:`mixnet.core.relay.replay_digests`); a relay that rebuilt its replay filter from
+#: version 4's digests would miss a replay of an item it stored before the upgrade. Version 6
+#: dropped ``receipts``' primary key ``(round_id, client)``: client ids are random, so the key
+#: cost a random B-tree page per submission (at 10⁶ users most of the entry mix's store time).
+#: The entry machine refuses a second submission of a client from memory, which equals the
+#: disk because the store stops at a failed commit (``mixnet.store``, "Fail-stop");
+#: ``receipts_by_round`` serves recovery and ``ForgetReceipts`` and grows in order. A version-5
+#: store would still refuse a second submission, but is refused like any other version.
 SCHEMA = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -97,9 +100,9 @@ CREATE TABLE submissions (
 CREATE TABLE receipts (
     round_id INTEGER NOT NULL REFERENCES rounds (round_id),
     client   TEXT NOT NULL,
-    digest   BLOB NOT NULL,
-    PRIMARY KEY (round_id, client)
+    digest   BLOB NOT NULL
 );
+CREATE INDEX receipts_by_round ON receipts (round_id);
 CREATE TABLE chunks (
     round_id    INTEGER NOT NULL REFERENCES rounds (round_id),
     sender      TEXT NOT NULL,
@@ -376,19 +379,16 @@ def _add_submission(r: int, item: object, missing: str) -> tuple[Statement, ...]
     client = check_name(item.client, "client")
     digest = _check_bytes(item.digest, "digest")
     blob, length, count = _pack(item.payloads)
-    duplicate = f"the client already has a submission in round {r}"
     return (
         Statement(
             "INSERT INTO receipts (round_id, client, digest) VALUES (?, ?, ?)",
             (r, client, digest),
-            duplicate=duplicate,
             missing=missing,
         ),
         Statement(
             "INSERT INTO submissions (round_id, client, digest, item_length, item_count,"
             " payloads) VALUES (?, ?, ?, ?, ?, ?)",
             (r, client, digest, length, count, blob),
-            duplicate=duplicate,
             missing=missing,
         ),
     )

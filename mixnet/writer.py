@@ -9,6 +9,12 @@ transaction with a savepoint per write group); back on the event loop, ``on_comm
 for each item in queue order, and its outcome resolves the item's future. With a ``window``,
 a small group waits that long for company before it commits (group commit under load; the
 durability contract is the same: an item's future resolves only after its commit).
+
+Fail-stop: when the store raises :class:`~mixnet.store.StoreFailed` (a ``COMMIT`` failed, so
+what it wrote may or may not be on disk), the writer stops. No ``on_commit`` runs for that
+batch (the machine must not hear "stored" or "failed" when neither is known); its futures and
+every later one fail with :class:`~mixnet.errors.InternalError`, and ``on_failure`` is called
+once, so that the node stops and its restart recovers from the disk.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Generic, TypeVar
 from mixnet.core.actions import Persist
 from mixnet.core.records import Write
 from mixnet.errors import InternalError
-from mixnet.store import NodeStore, StoreError
+from mixnet.store import NodeStore, StoreError, StoreFailed
 
 __all__ = ["GROUP_TARGET", "StoreWriter"]
 
@@ -51,10 +57,12 @@ class StoreWriter(Generic[T]):
         *,
         name: str = "store",
         window: float = 0.0,
+        on_failure: Callable[[StoreFailed], None] | None = None,
     ) -> None:
         """``window``: seconds to wait, before each commit of fewer than
         :data:`GROUP_TARGET` writes, for more writes to share it (fewer commits under load;
-        every write waits at most that much longer for its commit)."""
+        every write waits at most that much longer for its commit). ``on_failure``: called
+        on the event loop, once, when the store fails a commit (module docstring)."""
         self.store = store
         self.on_commit = on_commit
         self.window = window
@@ -63,6 +71,9 @@ class StoreWriter(Generic[T]):
         self._flushing = False
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
+        self.on_failure = on_failure
+        #: The store's failure once it failed a commit (then every write is refused).
+        self.failure: StoreFailed | None = None
         self.commits = 0
         # the loop of the first submit (one loop only, see the class): asking asyncio for it
         # on every write costs a getpid() system call each time on Python 3.11
@@ -75,7 +86,7 @@ class StoreWriter(Generic[T]):
             loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         if self._closed:
-            future.set_exception(InternalError("the node is stopping"))
+            future.set_exception(self._refusal())
             return future
         self._queue.append((persist, future))
         if not self._flushing:
@@ -98,14 +109,20 @@ class StoreWriter(Generic[T]):
                 batch, self._queue = self._queue, []
                 groups = [p.writes for p, _ in batch]
                 try:
-                    errors = await loop.run_in_executor(self._pool, self.store.apply, groups)
-                except Exception:  # a malformed write: apply refused the whole batch
-                    if self._closed:  # ... or the node stopped meanwhile: nothing more runs
-                        for _, future in batch:
-                            if not future.done():
-                                future.set_exception(InternalError("the node is stopping"))
-                        return
-                    errors = await loop.run_in_executor(self._pool, self._one_by_one, groups)
+                    try:
+                        errors = await loop.run_in_executor(self._pool, self.store.apply, groups)
+                    except StoreFailed:
+                        raise
+                    except Exception:  # a malformed write: apply refused the whole batch
+                        if self._closed:  # ... or the node stopped meanwhile: nothing runs
+                            self._refuse(batch)
+                            return
+                        errors = await loop.run_in_executor(
+                            self._pool, self._one_by_one, groups
+                        )
+                except StoreFailed as exc:
+                    self._fail(exc, batch)
+                    return
                 self.commits += 1
                 for (persist, future), error in zip(batch, errors, strict=True):
                     try:
@@ -119,12 +136,41 @@ class StoreWriter(Generic[T]):
         finally:
             self._flushing = False
 
+    def _refusal(self) -> InternalError:
+        if self.failure is not None:
+            return InternalError("the node stopped: its store failed a commit")
+        return InternalError("the node is stopping")
+
+    def _refuse(self, batch: list[tuple[Persist, asyncio.Future[T]]]) -> None:
+        for _, future in batch:
+            if not future.done():
+                future.set_exception(self._refusal())
+
+    def _fail(self, failure: StoreFailed, batch: list[tuple[Persist, asyncio.Future[T]]]) -> None:
+        """Fail-stop (module docstring): refuse ``batch`` and everything after it, and tell
+        ``on_failure``."""
+        log.critical("%s", failure)
+        self.failure = failure
+        self._closed = True
+        self._refuse(batch)
+        queued, self._queue = self._queue, []
+        self._refuse(queued)
+        if self.on_failure is not None:
+            try:
+                self.on_failure(failure)
+            except Exception:
+                log.exception("the store failure callback failed")
+
     def _one_by_one(self, groups: list[tuple[Write, ...]]) -> list[StoreError | None]:
-        """Apply each group in its own transaction, so that a malformed one fails alone."""
+        """Apply each group in its own transaction, so that a malformed one fails alone.
+
+        :raises StoreFailed: a commit failed (the groups before it are committed)."""
         errors: list[StoreError | None] = []
         for group in groups:
             try:
                 errors.append(self.store.apply([group])[0])
+            except StoreFailed:
+                raise
             except Exception as exc:
                 log.error("store refused a write: %s", exc)
                 errors.append(StoreError(f"store refused the write: {exc}"))
@@ -145,8 +191,6 @@ class StoreWriter(Generic[T]):
         """Refuse further writes and stop the thread (queued writes are dropped: a crash
         at this moment would drop them too, and nothing unacknowledged is promised)."""
         self._closed = True
-        for _, future in self._queue:
-            if not future.done():
-                future.set_exception(InternalError("the node is stopping"))
+        self._refuse(self._queue)
         self._queue.clear()
         self._pool.shutdown(wait=True)

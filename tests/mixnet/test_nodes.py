@@ -8,6 +8,7 @@ import contextlib
 import functools
 import json
 import logging
+import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,12 +18,14 @@ import pytest
 from mixnet.client import MixnetClient
 from mixnet.core.actions import DeliveredBatch
 from mixnet.core.policy import RoundPolicy
+from mixnet.errors import InternalError
 from mixnet.limits import DEFAULT_LIMITS, Limits
 from mixnet.localchain import RunningChain, run_local_chain
 from mixnet.mix import MixNode
 from mixnet.settings import NodeSettings
 from mixnet.sink import SinkNode
-from mixnet.store import NodeStore
+from mixnet.store import NodeStore, StoreFailed
+from tests.mixnet.small_disk import small_disk
 
 HOST = "127.0.0.1"
 WIDTH = 4
@@ -152,6 +155,50 @@ async def test_an_exact_retry_after_a_restart_of_the_entry_mix_is_counted_once(
         assert out == {
             "type": "result", "round": info.round_id, "status": "ok", "clients": 2, "sum": 18
         }
+
+
+async def test_an_entry_mix_whose_disk_fills_stops_and_keeps_every_acknowledged_submission(
+    tmp_path: Path,
+) -> None:
+    """Fail-stop on a real full disk: the submission whose commit fails gets
+    ``internal-error``, and so does every later one; ``wait_failure`` returns and
+    ``/healthz`` answers 503; the store, opened again, holds every acknowledged submission
+    in order (and possibly the failed one: its outcome is unknown)."""
+    policy = RoundPolicy(min_users=2, max_users=100_000, deadline_seconds=60.0, chunk_size=4)
+    with small_disk(tmp_path, 320) as disk:
+        async with running_chain(disk, mixes=1, messages=2, policy=policy) as chain:
+            client = MixnetClient(
+                chain.config, messages=2, payload_length=WIDTH, sink_url=chain.config.sink.url
+            )
+            async with client:
+                info = await client.current_round()
+
+                def frame(i: int) -> dict[str, object]:
+                    box = client.wrap(payloads([i, i]), info)
+                    return {"type": "submit", "round": info.round_id, "client": f"c{i}", "box": box}
+
+                accepted: list[str] = []
+                for i in range(5_000):
+                    try:
+                        reply = await client._entry[0].request(frame(i))
+                    except InternalError as exc:
+                        assert "store failed a commit" in str(exc)
+                        break
+                    assert reply["type"] == "accepted"
+                    accepted.append(f"c{i}")
+                assert accepted and len(accepted) < 5_000
+                entry = chain.mixes[0]
+                failure = await asyncio.wait_for(entry.wait_failure(), 5)
+                assert isinstance(failure, StoreFailed) and "a commit failed" in str(failure)
+                with pytest.raises(InternalError, match="store failed a commit"):
+                    await client._entry[0].request(frame(10_000))
+                with pytest.raises(urllib.error.HTTPError) as health:
+                    await http_get(f"http://{HOST}:{entry.port}/healthz")
+                assert health.value.code == 503
+                assert "a commit failed" in health.value.read().decode()
+        with NodeStore(disk / "mix1.db") as store:
+            stored = [s.client for s in store.records().submissions[info.round_id]]
+    assert stored[: len(accepted)] == accepted and len(stored) - len(accepted) in (0, 1)
 
 
 @pytest.mark.parametrize("bad", ["text", "huge", "garbage"])

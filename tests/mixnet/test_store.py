@@ -42,8 +42,9 @@ from mixnet.core.records import (
 from mixnet.core.status import RoundStatus
 from mixnet.errors import MixnetError
 from mixnet.keys import RoundKeyAnnouncement
-from mixnet.store import SCHEMA_VERSION, NodeStore, StoreError
+from mixnet.store import SCHEMA_VERSION, NodeStore, StoreError, StoreFailed
 from tests.mixnet.chain_harness import MemoryStore
+from tests.mixnet.small_disk import small_disk
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = bytes(range(32))
@@ -100,8 +101,8 @@ def refused(result: StoreError | None, match: str) -> None:
 
 
 def test_new_store_is_wal_and_versioned(store: NodeStore, db: Path) -> None:
-    assert SCHEMA_VERSION == 5
-    assert store.get_meta("schema_version") == "5"
+    assert SCHEMA_VERSION == 6
+    assert store.get_meta("schema_version") == "6"
     conn = raw(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
@@ -144,7 +145,8 @@ def test_schema_version_1_is_refused_with_one_clear_line(db: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "match"), [("4", "older version"), ("6", "newer version"), (None, "no readable")]
+    ("value", "match"),
+    [("4", "older version"), ("5", "older version"), ("7", "newer version"), (None, "no readable")],
 )
 def test_other_schema_versions_are_refused(db: Path, value: str | None, match: str) -> None:
     NodeStore(db).close()
@@ -263,9 +265,21 @@ def test_add_submission_stores_submission_and_receipt(store: NodeStore) -> None:
         1: {"zed": bytes([1]) * 32, "amy": bytes([2]) * 32},
         2: {"amy": bytes([9]) * 32},
     }
-    refused(store.apply([[AddSubmission(1, sub("amy", 3))]])[0], "already has a submission")
     refused(store.apply([[AddSubmission(4, sub("amy", 3))]])[0], "round 4 does not exist")
     assert store.records() == records
+
+
+def test_a_second_submission_of_a_client_is_stored_the_machine_refuses_it(
+    store: NodeStore,
+) -> None:
+    """Schema 6 has no unique receipt per client: the entry machine refuses a second
+    submission from memory (``mixnet.store``, "Fail-stop"), so the store keeps what it is
+    given, and recovery reads both in the order stored."""
+    ok(store, [new(1)], [AddSubmission(1, sub("amy", 1))])
+    ok(store, [AddSubmission(1, sub("amy", 2))])
+    records = store.records()
+    assert records.submissions == {1: (sub("amy", 1), sub("amy", 2))}
+    assert records.receipts == {1: {"amy": bytes([2]) * 32}}
 
 
 def test_receipt_outlives_intake_until_forgotten(store: NodeStore) -> None:
@@ -274,7 +288,6 @@ def test_receipt_outlives_intake_until_forgotten(store: NodeStore) -> None:
     records = store.records()
     assert records.submissions == {} and records.chunks == {}
     assert records.receipts == {1: {"a": bytes([1]) * 32}}
-    refused(store.apply([[AddSubmission(1, sub("a", 5))]])[0], "already has a submission")
     ok(store, [ForgetReceipts(1)], [ForgetReceipts(1)], [ForgetReceipts(77)])
     assert store.records().receipts == {}
     ok(store, [AddSubmission(1, sub("a", 5))])
@@ -432,7 +445,7 @@ def test_a_refused_group_rolls_back_alone(store: NodeStore) -> None:
             [
                 NewRound(5, S.OPEN, 1.0),
                 AddSubmission(1, sub("c", 3)),
-                AddSubmission(1, sub("a", 4)),
+                NewRound(1, S.OPEN, 4.0),
             ],
             [AddSubmission(1, sub("d", 5)), SetRound(1, clients=3)],
             [SetRound(1, status=S.CLOSED), EraseKey(9)],
@@ -440,7 +453,7 @@ def test_a_refused_group_rolls_back_alone(store: NodeStore) -> None:
         ]
     )
     assert results[0] is None and results[2] is None and results[4] is None
-    refused(results[1], "already has a submission")
+    refused(results[1], "round 1 already exists")
     refused(results[3], "round 9 does not exist")
     records = store.records()
     assert [r.round_id for r in records.rounds] == [1]
@@ -465,7 +478,7 @@ class FailingConnection:
         return getattr(self.conn, name)
 
 
-@pytest.mark.parametrize("fail", ["COMMIT", "INSERT INTO results", "BEGIN"])
+@pytest.mark.parametrize("fail", ["INSERT INTO results", "BEGIN"])
 def test_a_failed_transaction_fails_every_group(store: NodeStore, fail: str) -> None:
     ok(store, [new(1)])
     before = store.records()
@@ -483,7 +496,75 @@ def test_a_failed_transaction_fails_every_group(store: NodeStore, fail: str) -> 
     ok(store, [new(2)])
 
 
+def test_an_error_on_commit_stops_the_store(store: NodeStore, db: Path) -> None:
+    """Whatever the error, once ``COMMIT`` reports one the store refuses everything (its
+    outcome is unknown: here the transaction was rolled back, so nothing is on disk)."""
+    ok(store, [new(1)])
+    real = store._conn
+    assert real is not None
+    store._conn = FailingConnection(real, "COMMIT")  # type: ignore[assignment]
+    try:
+        with pytest.raises(StoreFailed, match=r"a commit failed \(disk I/O error\)"):
+            store.apply([[new(2)], [PutResult(1, {"a": 1})]])
+    finally:
+        store._conn = real
+    assert not real.in_transaction
+    with pytest.raises(StoreFailed):
+        store.apply([[new(3)]])
+    with pytest.raises(StoreFailed):
+        store.records()
+    store.close()
+    with NodeStore(db) as reopened:
+        assert [r.round_id for r in reopened.records().rounds] == [1]
+
+
+# --------------------------------------------------------------------------- fail-stop
+
+
+def fill_until_a_commit_fails(store: NodeStore) -> tuple[list[str], StoreFailed]:
+    """Store one submission of 1,000 bytes per commit in round 1 (a new round) until a
+    ``COMMIT`` fails; return the clients committed before it, in order, and the failure."""
+    ok(store, [new(1)])
+    committed: list[str] = []
+    for i in range(10_000):
+        client = f"c{i}"
+        try:
+            result = store.apply([[AddSubmission(1, Submission(client, KEY, (os.urandom(1000),)))]])
+        except StoreFailed as exc:
+            return committed, exc
+        assert result == [None], result  # WAL mode: the disk fills when a commit appends
+        committed.append(client)
+    raise AssertionError("the disk never filled")
+
+
+def test_a_failed_commit_stops_the_store_and_the_disk_decides(tmp_path: Path) -> None:
+    """A real full disk: the ``COMMIT`` that cannot append to the WAL fails; the store
+    refuses every later call; opened again, it holds every committed write in order (and,
+    since a failed commit's outcome is unknown in general, possibly the failed one)."""
+    with small_disk(tmp_path, 256) as disk:
+        store = NodeStore(disk / "node.db")
+        committed, failure = fill_until_a_commit_fails(store)
+        assert committed, "nothing committed before the disk filled"
+        assert "a commit failed" in str(failure) and "full" in str(failure)
+        assert isinstance(failure, StoreError) and failure.code == "store-error"
+        for call in (
+            lambda: store.apply([[SetRound(1, clients=1)]]),
+            store.records,
+            lambda: store.get_meta("note"),
+            lambda: store.set_meta("note", "x"),
+        ):
+            with pytest.raises(StoreFailed, match="a commit failed"):
+                call()
+        store.close()
+        store.close()
+        with NodeStore(disk / "node.db") as reopened:
+            stored = [s.client for s in reopened.records().submissions[1]]
+    assert stored[: len(committed)] == committed
+    assert len(stored) - len(committed) in (0, 1)
+
+
 # --------------------------------------------------------------------------- durability
+
 
 
 def everything() -> list[list[Write]]:
