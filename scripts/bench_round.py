@@ -402,6 +402,22 @@ async def wait_finished(
         await asyncio.sleep(0.2)
 
 
+async def wait_quiet(nodes: Nodes, timeout: float, *, window: float = 1.0,
+                     busy: float = 0.05) -> float:  # fmt: skip
+    """Wait until the nodes together use less than ``busy`` of a core over ``window`` seconds
+    (a node's work after the round — erasing the intake, checkpointing the WAL — would slow
+    the rates measured next), at most ``timeout`` seconds; return the seconds waited."""
+    start = time.monotonic()
+    last = sum(cpu_seconds(n.proc.pid) for n in nodes.nodes)
+    while time.monotonic() - start < timeout:
+        await asyncio.sleep(window)
+        now = sum(cpu_seconds(n.proc.pid) for n in nodes.nodes)
+        if now - last < busy * window:
+            break
+        last = now
+    return time.monotonic() - start
+
+
 async def drive(args: argparse.Namespace, chain_path: Path, nodes: Nodes,
                 values: list[float], console: Console) -> dict[str, Any]:  # fmt: skip
     chain = load_chain(chain_path)
@@ -445,7 +461,9 @@ async def drive(args: argparse.Namespace, chain_path: Path, nodes: Nodes,
         settle = time.perf_counter() - t0
         sampler.stop()
         load_after = os.getloadavg()
-        console.log("measuring the layers' seal/open rates again")
+        quiet = await wait_quiet(nodes, args.settle_timeout)
+        console.log(f"nodes idle after {quiet:.1f} s more; measuring the layers' seal/open rates"
+                    " again")  # fmt: skip
         rates_after = crypto_rates(chain.payload_length, len(chain.config.mixes), chain.messages,
                                    args.crypto_ops)  # fmt: skip
         per_node = []
@@ -465,7 +483,7 @@ async def drive(args: argparse.Namespace, chain_path: Path, nodes: Nodes,
     return {"round": info.round_id, "rates": mean_rates(rates, rates_after),
             "rates_before": rates, "rates_after": rates_after, "wrapped": wrapped, "sent": sent,
             "result": result.raw, "wall": wall, "settle": settle, "settled": settled,
-            "nodes": per_node,
+            "nodes": per_node, "quiet_seconds": quiet,
             "load_before": load_before, "load_after": load_after}  # fmt: skip
 
 
@@ -512,6 +530,12 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
         })
     nodes_floor = sum(n["floor_cpu_seconds"] for n in nodes)
     node_cpu = sum(n["cpu_seconds"] for n in nodes)
+
+    def nodes_floor_at(measured: list[dict[str, float]]) -> float:
+        """The mixes' opens priced at one measurement's rates (box at hop 0, onions after)."""
+        return sum((users if hop == 0 else messages) * measured[hop]["open_cpu_seconds"]
+                   for hop in range(mixes))  # fmt: skip
+
     x25519_per_submission = 3 * (m * (mixes - 1) + 1)
     wrapped, sent = out["wrapped"], out["sent"]
     result = out["result"]
@@ -553,6 +577,12 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
         "crypto_floor_clients_cpu_seconds": client_floor,
         "crypto_floor_nodes_cpu_seconds": nodes_floor,
         "cpu_over_floor": node_cpu / nodes_floor,
+        # the same at each measurement's rates alone: how much the floor's drift moves it
+        "cpu_over_floor_at_rates": {
+            "before": node_cpu / nodes_floor_at(out["rates_before"]),
+            "after": node_cpu / nodes_floor_at(out["rates_after"]),
+        },
+        "quiet_seconds": out["quiet_seconds"],
         # the nodes' CPU and the generator's encoding + wrapping CPU over the whole floor
         "cpu_over_floor_all_parties": (node_cpu + wrapped.cpu_seconds)
         / (client_floor + nodes_floor),

@@ -66,6 +66,11 @@ def test_bench_round_is_exact_and_reports_sane_numbers(tmp_path: Path) -> None:
         for key in ("seal_cpu_seconds", "open_cpu_seconds"):
             assert before[key] > 0 and after[key] > 0
             assert mean[key] == pytest.approx((before[key] + after[key]) / 2)
+    # ... and shows the ratio at each measurement alone; the mean floor's ratio lies between
+    at = record["cpu_over_floor_at_rates"]
+    low, high = sorted((at["before"], at["after"]))
+    assert low * (1 - 1e-9) <= record["cpu_over_floor"] <= high * (1 + 1e-9)
+    assert record["quiet_seconds"] >= 0
     assert record["loadgen"]["cpu_seconds"] > 0 and record["loadgen"]["workers"] >= 1
     assert [n["name"] for n in record["nodes"]] == ["mix1", "mix2", "mix3", "analyzer"]
     lengths = [n["item_length"] for n in record["nodes"]]
