@@ -31,7 +31,7 @@ from mixnet.core.status import Role, RoundStatus
 from mixnet.errors import MixnetError
 from mixnet.frames import AbortRound, Batch, Frame, OpenRound, parse_subscribe
 from mixnet.logs import round_extra
-from mixnet.node import PREDECESSOR_FRAMES, BaseNode
+from mixnet.node import PREDECESSOR_FRAMES, STORE_CACHE_KIB, BaseNode
 from mixnet.settings import NodeSettings
 from mixnet.status_page import (
     RECENT_RESULTS,
@@ -53,10 +53,6 @@ log = logging.getLogger("mixnet")
 
 #: Seconds one ``subscribe`` waits for a result before answering ``pending``.
 SUBSCRIBE_WAIT = 60.0
-#: KiB of SQLite page cache the sink's store may hold: the sink writes each chunk once and
-#: reads it back only after a restart, so SQLite's default (2000 KiB) would only fill with
-#: chunk pages — more memory than a round's payloads of up to half a million items.
-STORE_CACHE_KIB = 128
 
 
 class SinkApplication(Protocol):
@@ -111,7 +107,6 @@ class SinkNode(BaseNode):
         if not settings.is_sink or settings.predecessor is None:
             raise ValueError("a sink is the node after the last mix")
         super().__init__(settings, store, clock=clock)
-        store.limit_cache(STORE_CACHE_KIB)  # before the writer thread first uses it
         self.application = application
         self.machine = SinkMachine(
             predecessor=settings.predecessor, item_length=settings.item_length_in()
