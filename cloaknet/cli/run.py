@@ -86,12 +86,16 @@ def add_node_parser(sub: Any) -> None:
         description="Serve one node of the chain file on the port of the node's URL: "
         "websockets for the protocol (wss:// with --tls-cert/--tls-key when its URL is "
         "wss://), and HTTP GETs on the same port. Every node serves GET /healthz (200 "
-        "'ok'), GET /status (JSON: the node and its recent rounds) and GET /metrics "
+        "'ok'; 503 once its store failed a commit), GET /status (JSON: the node and its "
+        "recent rounds) and GET /metrics "
         "(Prometheus text); the analyzer also serves GET / (a status page), GET /rounds "
         "(JSON: the round ids it knows) and GET /rounds/<id> (JSON: the round's result). "
         "The chain file's [limits] bound the connections it keeps and [tls] names the CA "
         "its link trusts. Files it creates are private (umask 077). Runs until SIGINT or "
-        "SIGTERM and stops within a few seconds.",
+        "SIGTERM and stops within a few seconds. If its database reports an error on a "
+        "commit (a full or failing disk), it stops and exits with code 2: whether that "
+        "commit reached the disk is unknown, and started again it recovers from what the "
+        "disk holds.",
     )
     p_node.add_argument("--chain", type=Path, required=True, help="the chain file (TOML)")
     p_node.add_argument("--name", required=True, help="this node's name in the chain file")
