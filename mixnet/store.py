@@ -66,6 +66,7 @@ from mixnet.core.records import (
 )
 from mixnet.errors import MixnetError
 from mixnet.private_files import PRIVATE_MODE, create_private, fsync_directory
+from mixnet.store_apply import apply_group, apply_merged
 from mixnet.store_rows import (
     ERASING,
     SCHEMA,
@@ -99,7 +100,6 @@ SCHEMA_VERSION = 6
 BUSY_TIMEOUT = 10.0
 
 _SCHEMA_VERSION_KEY = "schema_version"
-_UNIQUE = frozenset({"SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"})
 
 
 class StoreError(MixnetError):
@@ -272,9 +272,11 @@ class NodeStore:
             return []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            results = self._apply_merged(conn, [stmts for stmts, _ in prepared])
-            if results is None:
-                results = [self._apply_group(conn, stmts) for stmts, _ in prepared]
+            if apply_merged(conn, [stmts for stmts, _ in prepared]):
+                results: list[StoreError | None] = [None] * len(prepared)
+            else:
+                refusals = [apply_group(conn, stmts) for stmts, _ in prepared]
+                results = [None if r is None else StoreError(r) for r in refusals]
         except sqlite3.Error as exc:
             self._rollback(conn)
             return [StoreError(f"store {self.path}: nothing stored: {exc}") for _ in prepared]
@@ -289,61 +291,6 @@ class NodeStore:
         if erased or self._checkpoint_due:
             self._checkpoint(conn)
         return results
-
-    @staticmethod
-    def _apply_merged(
-        conn: sqlite3.Connection, groups: Sequence[Sequence[Statement]]
-    ) -> list[StoreError | None] | None:
-        """The fast path of a group commit: when every non-empty group is the same list of
-        plain ``INSERT`` statements (e.g. one submission each), run each statement once for
-        all groups (``executemany``) in one savepoint. Returns every group committed, or
-        ``None`` — having changed nothing — when the groups do not have that shape or the
-        database refused a row (the caller then applies group by group and reports which).
-
-        :raises sqlite3.Error: a failure other than a refusal (it ends the transaction).
-        """
-        busy = [group for group in groups if group]
-        if len(busy) < 2:
-            return None
-        shape = [statement.sql for statement in busy[0]]
-        for group in busy:
-            if len(group) != len(shape):
-                return None
-            for statement, sql in zip(group, shape, strict=True):
-                if (
-                    statement.sql != sql
-                    or statement.rows is not None
-                    or statement.need_row
-                    or not sql.startswith("INSERT")
-                ):
-                    return None
-        conn.execute("SAVEPOINT merged")
-        try:
-            for k, sql in enumerate(shape):
-                conn.executemany(sql, [group[k].params for group in busy])
-        except sqlite3.IntegrityError:
-            conn.execute("ROLLBACK TO merged")
-            conn.execute("RELEASE merged")
-            return None
-        conn.execute("RELEASE merged")
-        return [None] * len(groups)
-
-    @staticmethod
-    def _apply_group(conn: sqlite3.Connection, group: Sequence[Statement]) -> StoreError | None:
-        """Run one group's statements in a savepoint; roll it back on a refusal.
-
-        :raises sqlite3.Error: a failure other than a refusal (it ends the transaction).
-        """
-        conn.execute("SAVEPOINT grp")
-        try:
-            for statement in group:
-                _run(conn, statement)
-        except StoreError as exc:
-            conn.execute("ROLLBACK TO grp")
-            conn.execute("RELEASE grp")
-            return exc
-        conn.execute("RELEASE grp")
-        return None
 
     def _commit(self, conn: sqlite3.Connection) -> None:
         """``COMMIT`` the open transaction. :raises StoreFailed: it failed: the store now
@@ -612,24 +559,3 @@ def _rounds(
     ).fetchall()
     return [round_from_row(row) for row in reversed(rows)]
 
-
-def _run(conn: sqlite3.Connection, statement: Statement) -> None:
-    """Execute one statement of a write.
-
-    :raises StoreError: the database refuses it (a constraint fails, or ``need_row`` and no
-        row changed). :raises sqlite3.Error: any other failure.
-    """
-    try:
-        if statement.rows is not None:
-            cursor = conn.executemany(statement.sql, statement.rows)
-        else:
-            cursor = conn.execute(statement.sql, statement.params)
-    except sqlite3.IntegrityError as exc:
-        name = getattr(exc, "sqlite_errorname", "")
-        if name == "SQLITE_CONSTRAINT_FOREIGNKEY":
-            raise StoreError(statement.missing) from None
-        if name in _UNIQUE:
-            raise StoreError(statement.duplicate) from None
-        raise StoreError(f"the database refused a write: {exc}") from None
-    if statement.need_row and cursor.rowcount < 1:
-        raise StoreError(statement.missing)
