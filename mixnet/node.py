@@ -36,7 +36,6 @@ from typing import Any
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
-from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from mixnet.core.actions import (
@@ -69,7 +68,7 @@ from mixnet.limits import ConnectionGuard
 from mixnet.link import CLOSE_TIMEOUT, Link
 from mixnet.logs import quiet_logger, round_extra
 from mixnet.metrics import NodeMetrics
-from mixnet.node_http import STATUS_HISTORY, RoundTimes, answer_http, guarded_connection
+from mixnet.node_http import RoundTimes, ServesHttp, guarded_connection
 from mixnet.node_many import ServesSubmitMany
 from mixnet.peer_auth import PeerAuthenticator
 from mixnet.settings import NodeSettings
@@ -107,7 +106,7 @@ COMMIT_WINDOW = 0.002
 Outcome = list[Action] | MixnetError
 
 
-class BaseNode(ServesSubmitMany):
+class BaseNode(ServesSubmitMany, ServesHttp):
     """The machinery every node shares. Subclasses provide the machine's event methods
     (:meth:`handle`, :meth:`on_reply`, :meth:`on_send_error`, :meth:`persisted`,
     :meth:`persist_failed`) and the heavy actions (:meth:`peel`, :meth:`mix`,
@@ -155,8 +154,6 @@ class BaseNode(ServesSubmitMany):
         self._changed = asyncio.Event()
         self._round_times = RoundTimes(self.metrics)
         self._stopping = False
-        #: The store's failure, once it failed a commit (:meth:`wait_failure`).
-        self.failure: StoreFailed | None = None
         self._failed = asyncio.Event()
         self._max_frame = settings.max_frame()
         self._limits = settings.limits()
@@ -252,10 +249,13 @@ class BaseNode(ServesSubmitMany):
         log.info("%s listening on %s://%s:%s", self.settings.name, scheme, host, self.port)
         return self.port
 
+    @property
+    def failure(self) -> StoreFailed | None:
+        """The store's failure, once it failed a commit (:meth:`wait_failure`)."""
+        return self.writer.failure
+
     def _store_failed(self, failure: StoreFailed) -> None:
-        """The writer stopped (fail-stop, :mod:`mixnet.writer`): say so to
-        :meth:`wait_failure` and ``/healthz``."""
-        self.failure = failure
+        """The writer stopped (fail-stop, :mod:`mixnet.writer`): wake :meth:`wait_failure`."""
         self._failed.set()
 
     async def wait_failure(self) -> StoreFailed:
@@ -575,38 +575,3 @@ class BaseNode(ServesSubmitMany):
             exc = InternalError("internal error; see the node's log")
         self.metrics.error(exc.code)
         return error_frame(exc)
-
-    # ------------------------------------------------------------------ HTTP
-
-    async def routes(self, path: str) -> tuple[int, object] | None:
-        """Hook for extra GET routes: return (status, JSON body) or None."""
-        return None
-
-    def status(self) -> dict[str, object]:
-        """What ``/status`` shows: the node, and its most recent rounds with timings."""
-        statuses = self.round_statuses()
-        recent = sorted(statuses)[-STATUS_HISTORY:]
-        return {
-            "chain": self.settings.chain_id,
-            "node": self.settings.name,
-            "hop": self.settings.hop,
-            "role": self.role.value,
-            "rounds": [
-                {"round": r, "status": statuses[r].value, **self._round_times.get(r, {})}
-                for r in recent
-            ],
-            "writer_commits": self.writer.commits,
-        }
-
-    async def _process_request(
-        self, conn: ServerConnection, request: Request
-    ) -> Response | None:
-        return await answer_http(
-            conn, request, name=self.settings.name, status=self.status,
-            metrics=self._render_metrics, routes=self.routes,
-            failure=lambda: None if self.failure is None else str(self.failure),
-        )  # fmt: skip
-
-    def _render_metrics(self) -> tuple[bytes, str]:
-        self._update_gauges()
-        return self.metrics.render()

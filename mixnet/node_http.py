@@ -1,5 +1,5 @@
 """What a node shows about itself: per-round timings (``/status``, round metrics) and the
-HTTP helpers of :class:`~mixnet.node.BaseNode`.
+HTTP side of :class:`~mixnet.node.BaseNode` (:class:`ServesHttp`, a mixin, and its helpers).
 
 :class:`RoundTimes` maps a round id to its numbers — when the node opened, closed and mixed
 it, seconds spent peeling, forwarding and in the trace, messages and dropped items — taken
@@ -15,6 +15,7 @@ import http
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
@@ -25,10 +26,17 @@ from mixnet.core.status import TERMINAL, RoundStatus
 from mixnet.limits import ConnectionGuard
 from mixnet.metrics import NodeMetrics
 
+if TYPE_CHECKING:
+    from mixnet.core.status import Role
+    from mixnet.settings import NodeSettings
+    from mixnet.store import StoreFailed
+    from mixnet.writer import StoreWriter
+
 __all__ = [
     "STATUS_HISTORY",
     "TIMES_KEPT",
     "RoundTimes",
+    "ServesHttp",
     "answer_http",
     "guarded_connection",
     "json_response",
@@ -158,3 +166,56 @@ async def answer_http(
     if routed is not None:
         return json_response(conn, routed[0], routed[1])
     return conn.respond(http.HTTPStatus.NOT_FOUND, "not found\n")
+
+
+class ServesHttp:
+    """Mixin of :class:`~mixnet.node.BaseNode`: the plain HTTP GETs a node answers on its
+    websocket port (:func:`answer_http`), with the hooks :meth:`routes` and :meth:`status`
+    that nodes override."""
+
+    if TYPE_CHECKING:
+        settings: NodeSettings
+        role: Role
+        metrics: NodeMetrics
+        writer: StoreWriter[Any]
+        _round_times: RoundTimes
+
+        @property
+        def failure(self) -> StoreFailed | None: ...
+
+        def round_statuses(self) -> dict[int, RoundStatus]: ...
+
+        def _update_gauges(self) -> None: ...
+
+    async def routes(self, path: str) -> tuple[int, object] | None:
+        """Hook for extra GET routes: return (status, JSON body) or None."""
+        return None
+
+    def status(self) -> dict[str, object]:
+        """What ``/status`` shows: the node, and its most recent rounds with timings."""
+        statuses = self.round_statuses()
+        recent = sorted(statuses)[-STATUS_HISTORY:]
+        return {
+            "chain": self.settings.chain_id,
+            "node": self.settings.name,
+            "hop": self.settings.hop,
+            "role": self.role.value,
+            "rounds": [
+                {"round": r, "status": statuses[r].value, **self._round_times.get(r, {})}
+                for r in recent
+            ],
+            "writer_commits": self.writer.commits,
+        }
+
+    async def _process_request(
+        self, conn: ServerConnection, request: Request
+    ) -> Response | None:
+        return await answer_http(
+            conn, request, name=self.settings.name, status=self.status,
+            metrics=self._render_metrics, routes=self.routes,
+            failure=lambda: None if self.failure is None else str(self.failure),
+        )  # fmt: skip
+
+    def _render_metrics(self) -> tuple[bytes, str]:
+        self._update_gauges()
+        return self.metrics.render()
