@@ -109,19 +109,12 @@ class StoreWriter(Generic[T]):
                 batch, self._queue = self._queue, []
                 groups = [p.writes for p, _ in batch]
                 try:
-                    try:
-                        errors = await loop.run_in_executor(self._pool, self.store.apply, groups)
-                    except StoreFailed:
-                        raise
-                    except Exception:  # a malformed write: apply refused the whole batch
-                        if self._closed:  # ... or the node stopped meanwhile: nothing runs
-                            self._refuse(batch)
-                            return
-                        errors = await loop.run_in_executor(
-                            self._pool, self._one_by_one, groups
-                        )
+                    errors = await loop.run_in_executor(self._pool, self._apply, groups)
                 except StoreFailed as exc:
                     self._fail(exc, batch)
+                    return
+                if errors is None:  # the node stopped meanwhile: nothing more runs
+                    self._refuse(batch)
                     return
                 self.commits += 1
                 for (persist, future), error in zip(batch, errors, strict=True):
@@ -160,6 +153,17 @@ class StoreWriter(Generic[T]):
                 self.on_failure(failure)
             except Exception:
                 log.exception("the store failure callback failed")
+
+    def _apply(self, groups: list[tuple[Write, ...]]) -> list[StoreError | None] | None:
+        """On the writer thread: one group commit; if a malformed write makes the store
+        refuse the whole batch, each group on its own (``None`` instead when the node stopped
+        meanwhile). :raises StoreFailed: a commit failed."""
+        try:
+            return self.store.apply(groups)
+        except StoreFailed:
+            raise
+        except Exception:
+            return None if self._closed else self._one_by_one(groups)
 
     def _one_by_one(self, groups: list[tuple[Write, ...]]) -> list[StoreError | None]:
         """Apply each group in its own transaction, so that a malformed one fails alone.
