@@ -106,6 +106,8 @@ class StoreWriter(Generic[T]):
             while self._queue:
                 if self.window > 0 and len(self._queue) < GROUP_TARGET:
                     await asyncio.sleep(self.window)
+                    if not self._queue:  # close() refused them meanwhile
+                        return
                 batch, self._queue = self._queue, []
                 groups = [p.writes for p, _ in batch]
                 try:
@@ -113,6 +115,10 @@ class StoreWriter(Generic[T]):
                 except StoreFailed as exc:
                     self._fail(exc, batch)
                     return
+                except RuntimeError:  # the pool is shut down: only close() does that
+                    if not self._closed:
+                        raise
+                    errors = None
                 if errors is None:  # the node stopped meanwhile: nothing more runs
                     self._refuse(batch)
                     return

@@ -78,3 +78,23 @@ async def test_a_failed_commit_stops_the_writer_and_reports_nothing_of_its_batch
         await asyncio.to_thread(writer.close)
         store.close()
         assert seen == list(range(last)) and len(failures) == 1
+
+
+async def test_a_writer_closed_while_a_commit_waits_for_company_refuses_it_quietly(
+    tmp_path: Path,
+) -> None:
+    """The entry mix's group commit waits ``window`` for more writes; a node that stops
+    meanwhile refuses the waiting write with ``internal-error``, and the flush ends without
+    an exception of its own (none is left for asyncio to report)."""
+    with NodeStore(tmp_path / "n.db") as store:
+        writer: StoreWriter[str] = StoreWriter(store, lambda p, e: "ok", window=0.2)
+        future = writer.submit(Persist((NewRound(1, RoundStatus.OPEN, 1.0),), token=1))
+        flusher = writer._flusher
+        assert flusher is not None
+        await asyncio.sleep(0.01)  # the flush now waits for company
+        await asyncio.to_thread(writer.close)
+        with pytest.raises(InternalError, match="stopping"):
+            await future
+        await asyncio.wait_for(flusher, 5)
+        assert flusher.exception() is None
+        assert store.round(1) is None
