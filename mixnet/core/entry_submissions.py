@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from mixnet.admission import check_credential_client
 from mixnet.blame import PayloadValidator
 from mixnet.core.actions import Action, Peel, Persist, Reply
@@ -209,14 +207,13 @@ class EntrySubmissions:
             st = self.rounds.get(r)
             if st is None or st.entry is None:
                 continue  # the per-submission checks refuse these
-            flags = st.payload_digests.held_many(b"".join(d for _, ds in group for d in ds))
-            # per submission whether any of its flags is set: one reduction over the
-            # submissions' runs of flags (every run is non-empty)
-            starts = np.cumsum([0] + [len(ds) for _, ds in group[:-1]])
-            for (index, _), any_held in zip(
-                group, np.logical_or.reduceat(flags, starts).tolist(), strict=True
-            ):
-                held[index] = any_held
+            flags: list[bool] = st.payload_digests.held_many(
+                b"".join(d for _, ds in group for d in ds)
+            ).tolist()
+            at = 0  # per submission whether any flag of its run is set
+            for index, ds in group:
+                held[index] = any(flags[at : at + len(ds)])
+                at += len(ds)
         return held
 
     def _accept_peeled(

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from mixnet.core.digests import DigestSet, ReplayFilter, split_digests
+from mixnet.core.digests import _SCALAR_CALL, DigestSet, ReplayFilter, split_digests
 from mixnet.core.intake import (
     BatchIntake,
     drop_replays,
@@ -148,11 +148,12 @@ class TestDigestTables:
         assert set(ours) == model and len(ours) == len(model)
 
     @settings(max_examples=60, deadline=None)
-    @given(st.lists(st.lists(st.integers(0, 40), max_size=20, unique=True), max_size=30))
+    @given(st.lists(st.lists(st.integers(0, 100), max_size=90, unique=True), max_size=30))
     def test_digest_set_bulk_probe_and_insert_are_a_sets(self, groups: list[list[int]]) -> None:
         """``held_many`` and ``add_new`` (the entry mix's probe per ``submit-many`` frame)
-        answer and add as a set does, the all-zero digest included."""
-        pool = [bytes(16), *(item_digest(bytes([i])) for i in range(40))]
+        answer and add as a set does, the all-zero digest included — both for a few digests
+        (probed one by one) and for many (vectorized; the cut is ``_SCALAR_CALL``)."""
+        pool = [bytes(16), *(item_digest(bytes([i])) for i in range(100))]
         ours, model = DigestSet(), set[bytes]()
         for group in groups:
             wanted = b"".join(pool[i] for i in group)
@@ -161,8 +162,25 @@ class TestDigestTables:
             ours.add_new(b"".join(new))
             model.update(new)
         assert set(ours) == model and len(ours) == len(model)
-        with pytest.raises(ValueError):
-            ours.held_many(b"short")
+        for size in (17, 16 * _SCALAR_CALL + 1, 16 * _SCALAR_CALL + 17):
+            with pytest.raises(ValueError):
+                ours.held_many(bytes(size))
+            with pytest.raises(ValueError):
+                ours.add_new(bytes(size))
+
+    def test_digest_set_bulk_calls_take_both_paths(self) -> None:
+        """The one-by-one and the vectorized bulk calls agree on the same digests."""
+        few, many = DigestSet(), DigestSet()
+        digests = [os.urandom(16) for _ in range(4 * _SCALAR_CALL)]
+        for at in range(0, len(digests), 4):  # few at a time: one by one
+            few.add_new(b"".join(digests[at : at + 4]))
+        many.add_new(b"".join(digests))  # all at once: vectorized
+        probe = digests[::3] + [os.urandom(16) for _ in range(_SCALAR_CALL)]
+        expected = [d in set(digests) for d in probe]
+        for table in (few, many):
+            assert set(table) == set(digests)
+            assert table.held_many(b"".join(probe)).tolist() == expected
+            assert [table.held_many(d).tolist() for d in probe] == [[e] for e in expected]
 
     @settings(max_examples=60, deadline=None)
     @given(st.lists(st.tuples(st.sampled_from("sdb"), st.integers(0, 30)), max_size=200))
