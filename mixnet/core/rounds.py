@@ -98,6 +98,9 @@ class RoundState:
     trace_at: float | None = None
     #: last mix: the round was aborted by an ``exclude``, answered once the sink answers
     abort_reply: bool = False
+    #: last mix: its ``trace`` found every payload of the round valid (so releasing it
+    #: unchanged need not run the validator over them again; memory only)
+    all_valid: bool = False
     #: relay and last mix: when (unix seconds) its whole batch was here; the trace must end
     #: within :data:`~mixnet.core.tracing.TRACE_TIMEOUT` of it
     held_since: float | None = None

@@ -164,6 +164,7 @@ class TracingMix(MixRounds):
             return [Reply(Accused(frame.round_id))]
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
             bad = tuple(item for item, payload in self._pairs(st) if not self.validator(payload))
+            st.all_valid = not bad
             cap = accusation_cap(self.chunk_size, self.hop + 1)
             failed, untraced = self._failed(st, cap)
             # more than fit one reply: the excess is untraced, and the round aborts
@@ -284,8 +285,10 @@ class TracingMix(MixRounds):
             return [Reply(Excluded(frame.round_id))]
         if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:
             wanted = set(frame.items)
-            following = {item: output for item, output in self._pairs(st) if item in wanted}
-            outputs = tuple(following[i] for i in frame.items if i in following)
+            outputs: tuple[bytes, ...] = ()
+            if wanted:  # the usual case, nothing excluded, needs no pass over the round
+                following = {item: output for item, output in self._pairs(st) if item in wanted}
+                outputs = tuple(following[i] for i in frame.items if i in following)
             return [Send(Exclude(frame.round_id, outputs, frame.excluded, frame.abort))]
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
             return self._release(st, frame)
@@ -305,9 +308,9 @@ class TracingMix(MixRounds):
         assert st.outbound is not None
         if not frame.abort and not frame.items:  # nothing excluded: the batch goes as it is
             outbound = st.outbound
-            if frame.excluded or any(
+            if frame.excluded or (not st.all_valid and any(
                 not self.validator(p) for chunk in outbound.chunks for p in chunk.payloads
-            ):
+            )):  # fmt: skip
                 reason = "the exclusions left payloads the validator refuses"
                 return self._abort_released(st, reason)
             return self._forward_rest(st, None, st.clients or 0, 0)

@@ -205,6 +205,31 @@ class TestLastMix:
         # the predecessor hears of it once the sink has recorded the abort
         assert last.on_reply(abort, Aborted(R), NOW) == [Reply(Excluded(R))]
 
+    def test_a_round_the_trace_found_valid_is_released_without_validating_it_again(
+        self,
+    ) -> None:
+        """The usual round: its trace accuses nothing and its ``exclude`` names nothing. The
+        validator runs once per payload, in the trace, not again at the release; without a
+        trace in this process (e.g. after a restart) the release checks them itself."""
+        calls: list[bytes] = []
+
+        def counting(payload: bytes) -> bool:
+            calls.append(payload)
+            return valid(payload)
+
+        for traced in (True, False):
+            items = [item(VALUE + LAYER), item(VALUE + LAYER)]  # valid: they start with 0
+            last, _ = relay_at(last=True, items=items)
+            last.validator = counting
+            calls.clear()
+            if traced:
+                assert last.on_trace(Trace(R), NOW) == [Reply(Accused(R, (), 0))]
+            acts = last.on_exclude(Exclude(R, ()), NOW)
+            assert len(calls) == 2  # once per payload, in the trace or at the release
+            batch = one(acts, Send).frame
+            assert isinstance(batch, Batch)
+            assert sorted(batch.payloads) == sorted(i[:-LAYER] for i in items)
+
     def test_an_abort_is_passed_to_the_sink(self) -> None:
         last, _ = relay_at(last=True, items=[self.good, self.bad])
         acts = last.on_exclude(Exclude(R, (), abort="mix mix2 could not back it"), NOW)
