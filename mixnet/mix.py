@@ -37,7 +37,7 @@ from mixnet.blame import (
     verify_accusation,
 )
 from mixnet.chunk_signature import sign_chunk
-from mixnet.core.actions import Action, Mix, Peel, Persist, Prove, Verify
+from mixnet.core.actions import Action, LoadIntake, Mix, Peel, Persist, Prove, Verify
 from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.entry import EntryMachine
 from mixnet.core.intake import random_permutation, submission_digest
@@ -395,6 +395,14 @@ class MixNode(BaseNode):
         steps = await loop.run_in_executor(self.pool, prove_all, list(action.items))
         assert isinstance(self.machine, RelayMachine)
         return self.machine.proved(action.token, steps, self.clock())
+
+    async def load_intake(self, action: LoadIntake) -> list[Action]:
+        """Read the round's stored chunks back (on the writer's thread, after the writes
+        queued before), then tell the machine."""
+        if not isinstance(self.machine, RelayMachine):
+            raise TypeError("only a mix after the entry mix reads its intake back")
+        chunks = await self.writer.read(self.store.chunks, action.round_id)
+        return self.machine.intake_loaded(action.token, chunks, self.clock())
 
     async def verify(self, action: Verify) -> list[Action]:
         """Check accusations (proofs, layers, the validator), in the pool; then tell the

@@ -41,6 +41,7 @@ from websockets.protocol import State
 from mixnet.core.actions import (
     Action,
     Deliver,
+    LoadIntake,
     Mix,
     Peel,
     Persist,
@@ -187,6 +188,9 @@ class BaseNode(ServesSubmitMany, ServesHttp):
 
     async def verify(self, action: Verify) -> list[Action]:
         raise TypeError("only a mix checks accusations")
+
+    async def load_intake(self, action: LoadIntake) -> list[Action]:
+        raise TypeError("only a mix after the entry mix reads its intake back")
 
     async def deliver(self, action: Deliver) -> list[Action]:
         raise NotImplementedError
@@ -411,6 +415,8 @@ class BaseNode(ServesSubmitMany, ServesHttp):
                 return self.emit(await self.prove(action))
             case Verify():
                 return self.emit(await self.verify(action))
+            case LoadIntake():
+                return self.emit(await self.load_intake(action))
             case Mix():
                 self.spawn(self._run_heavy(self.mix(action)), f"mixing round {action.round_id}")
                 return []

@@ -95,7 +95,12 @@ __all__ = [
 ]
 
 #: Version of the schema this module writes; a database with another version is refused.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
+#: The query of stored chunks (``chunk_from_row`` takes each row after its round id).
+_CHUNKS = (
+    "SELECT round_id, sender, idx, chunks, clients, count, dropped, item_length, item_count,"
+    " payloads, digests, inputs, input_length, excluded, signature, received FROM chunks"
+)
 #: Seconds a write waits for a lock held by another connection before failing.
 BUSY_TIMEOUT = 10.0
 
@@ -346,11 +351,7 @@ class NodeStore:
                     raise CorruptRow("a receipt is corrupt")
                 receipts.setdefault(stored_int(r), {})[client] = digest
             chunks: dict[int, list[Chunk]] = {}
-            for r, *rest in conn.execute(
-                "SELECT round_id, sender, idx, chunks, clients, count, dropped, item_length,"
-                " item_count, payloads, digests, inputs, input_length, excluded"
-                " FROM chunks ORDER BY round_id, sender, idx"
-            ):
+            for r, *rest in conn.execute(_CHUNKS + " ORDER BY round_id, sender, idx"):
                 chunks.setdefault(stored_int(r), []).append(chunk_from_row(tuple(rest)))
             outbound = self._outbound(conn)
             results = {
@@ -365,6 +366,20 @@ class NodeStore:
             outbound=outbound,
             results=results,
         )
+
+    def chunks(self, round_id: int) -> tuple[Chunk, ...]:
+        """Round ``round_id``'s stored chunks, by sender and index (none if it has none):
+        what :meth:`records` holds for it, read alone (a relay's intake for its trace).
+
+        :raises StoreError: the store is unreadable or corrupt (see :meth:`records`).
+        """
+        with self._reading() as conn:
+            return tuple(
+                chunk_from_row(tuple(rest))
+                for _, *rest in conn.execute(
+                    _CHUNKS + " WHERE round_id = ? ORDER BY sender, idx", (round_id,)
+                )
+            )
 
     @staticmethod
     def _outbound(conn: sqlite3.Connection) -> dict[int, OutboundBatch]:

@@ -49,7 +49,7 @@ from mixnet.core.records import (
 )
 from mixnet.core.status import RoundStatus
 from mixnet.errors import MixnetError
-from mixnet.keys import RoundKeyAnnouncement
+from mixnet.keys import SIGNATURE_LENGTH, RoundKeyAnnouncement
 
 #: Bytes of a round's X25519 secret key.
 SECRET_KEY_LENGTH = 32
@@ -63,7 +63,7 @@ Row = tuple[object, ...]
 T = TypeVar("T")
 
 
-#: The tables of schema version 6 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
+#: The tables of schema version 7 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
 #: version 3's index on ``submissions (round_id, client)``. Version 5 changed what
 #: ``chunks.digests`` holds: the first 16 bytes of each item's chunk-signature Merkle leaf
 #: (:func:`mixnet.core.relay.replay_digests`); a relay that rebuilt its replay filter from
@@ -74,6 +74,9 @@ T = TypeVar("T")
 #: disk because the store stops at a failed commit (``mixnet.store``, "Fail-stop");
 #: ``receipts_by_round`` serves recovery and ``ForgetReceipts`` and grows in order. A version-5
 #: store would still refuse a second submission, but is refused like any other version.
+#: Version 7 added ``chunks.signature`` and ``chunks.received`` (:class:`~mixnet.core.records.
+#: Chunk`): a relay keeps a round's inputs on disk only and reads them back for a trace, with
+#: the sender's signed chunk as its delivery, also after a restart.
 SCHEMA = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -118,6 +121,8 @@ CREATE TABLE chunks (
     inputs      BLOB NOT NULL,
     input_length INTEGER NOT NULL,
     excluded    INTEGER NOT NULL,
+    signature   BLOB NOT NULL,
+    received    BLOB NOT NULL,
     PRIMARY KEY (round_id, sender, idx)
 );
 CREATE TABLE outbound (
@@ -410,11 +415,12 @@ def _add_chunk(r: int, chunk: object, missing: str) -> tuple[Statement, ...]:
         _digests(chunk.digests),
         *_inputs(chunk),
         check_int(chunk.excluded, "excluded"),
+        *_received(chunk),
     )
     sql = (
         "INSERT INTO chunks (round_id, sender, idx, chunks, clients, count, dropped, payloads,"
-        " item_length, item_count, digests, inputs, input_length, excluded)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " item_length, item_count, digests, inputs, input_length, excluded, signature,"
+        " received) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (round_id, sender, idx) DO NOTHING"
     )
     return (Statement(sql, row, missing=missing),)
@@ -426,6 +432,22 @@ def _inputs(chunk: Chunk) -> tuple[bytes | memoryview, int]:
     if count not in (0, len(chunk.payloads)):
         raise ValueError("a chunk has one input per payload, or none")
     return blob, length
+
+
+def _received(chunk: Chunk) -> tuple[bytes, bytes | memoryview]:
+    """``(signature, received)`` of a chunk: a 64-byte signature or none, and the items
+    as received when they differ from the inputs (as many as the chunk carried, of the
+    inputs' length), or none."""
+    signature = _check_bytes(chunk.signature, "signature")
+    if len(signature) not in (0, SIGNATURE_LENGTH):
+        raise ValueError(f"a chunk signature is {SIGNATURE_LENGTH} bytes, or none")
+    blob, length, count = _pack(chunk.received, "received")
+    if count and (
+        count != len(chunk.payloads) + chunk.dropped
+        or (len(chunk.inputs) and length != len(chunk.inputs[0]))
+    ):
+        raise ValueError("a chunk's received items are all it carried, of its inputs' length")
+    return signature, blob
 
 
 def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, ...]:
@@ -557,13 +579,17 @@ def submission_from_row(row: Row) -> Submission:
 
 def chunk_from_row(row: Row) -> Chunk:
     """Rebuild ``(sender, idx, chunks, clients, count, dropped, item_length, item_count,
-    payloads, digests, inputs, input_length, excluded)``."""
+    payloads, digests, inputs, input_length, excluded, signature, received)``."""
     (
         sender, index, chunks, clients, count, dropped, length, items, blob, digests,
-        inputs, input_length, excluded,
+        inputs, input_length, excluded, signature, received,
     ) = row  # fmt: skip
     payloads = unpack(blob, length, items)
     inputs_blob = _as(bytes, inputs)
+    received_blob = _as(bytes, received)
+    width = stored_int(input_length)
+    if received_blob and (not width or len(received_blob) % width):
+        raise CorruptRow("a chunk's received items are corrupt")
     return Chunk(
         _as(str, sender),
         stored_int(index),
@@ -575,6 +601,8 @@ def chunk_from_row(row: Row) -> Chunk:
         _as(bytes, digests),
         unpack(inputs_blob, input_length, len(payloads)) if inputs_blob else (),
         stored_int(excluded),
+        _as(bytes, signature),
+        unpack(received_blob, width, len(received_blob) // width) if received_blob else (),
     )
 
 

@@ -24,6 +24,8 @@ order** and feeds the outcome of some of them back as events:
 * :class:`Deliver` — hand a complete batch to the sink's application (``batch`` is ``None``
   when the round was aborted, with ``reason``), then call ``delivered(round_id, result)``.
 * :class:`Publish` — the round's result is stored: wake whoever waits for it.
+* :class:`LoadIntake` — read round ``round_id``'s stored chunks (after the writes emitted
+  before it committed, off the event loop), then call ``intake_loaded(token, chunks)``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ __all__ = [
     "Action",
     "Deliver",
     "DeliveredBatch",
+    "LoadIntake",
     "Mix",
     "Peel",
     "Persist",
@@ -152,4 +155,13 @@ class Publish:
     round_id: int
 
 
-Action = Persist | Send | Reply | Peel | Mix | Prove | Verify | Deliver | Publish
+@dataclass(frozen=True)
+class LoadIntake:
+    """Read round ``round_id``'s stored chunks (a relay's inputs, for its trace); results go
+    to ``intake_loaded(token, chunks)``."""
+
+    round_id: int
+    token: Hashable
+
+
+Action = Persist | Send | Reply | Peel | Mix | Prove | Verify | Deliver | Publish | LoadIntake

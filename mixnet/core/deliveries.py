@@ -1,8 +1,9 @@
 """Who delivered what: signed chunks in the round machines (pure).
 
 Every mix signs the chunks it sends (:mod:`mixnet.chunk_signature`); a mix after the entry
-checks the signature of every chunk it receives and keeps it, with the chunk's items, for the
-trace (in memory: a restarted mix cannot show what it received before). An accusation it
+checks the signature of every chunk it receives and stores it with the chunk's items, which
+it reads back for the trace (:class:`~mixnet.core.actions.LoadIntake`; a restarted mix still
+shows what it received before). An accusation it
 makes or extends about one of its inputs then carries the predecessor's :class:`Delivery` of
 that input, and a blame carries the refused accusation as evidence, which anyone judges the
 same way (:func:`judge`): the mix whose signed item is provably bad and who refused to trace

@@ -99,10 +99,14 @@ class ChunkReceiver:
         dropped: int,
         digests: bytes = b"",
         inputs: Sequence[bytes] = (),
+        received: Sequence[bytes] = (),
     ) -> list[Action]:
         """Ask to store a transformed chunk (``kept`` items, ``dropped`` lost ones, and at a
-        mix the ``inputs`` they were peeled from); a copy of a chunk already on its way to the
-        store waits for that one (writes commit in order) and is then acknowledged."""
+        mix the ``inputs`` they were peeled from, the chunk as ``received`` if that differs,
+        and the sender's signature); a copy of a chunk already on its way to the store
+        waits for that one (writes commit in order) and is then acknowledged. Only the
+        outputs stay in memory: a mix's inputs are read back from the store for a trace
+        (:meth:`~mixnet.core.tracing.TracingMix.intake_loaded`)."""
         if st.batch is not None and batch.index in st.batch.received:
             return [Reply(BatchAck(batch.round_id, batch.index))]
         if batch.index in st.in_flight:
@@ -115,9 +119,7 @@ class ChunkReceiver:
             batch.index, batch.chunks, batch.clients, batch.count, len(batch.payloads)
         )
         st.in_flight.add(batch.index)
-        # a relay that keeps the received chunk (signed) already holds these inputs
-        held = batch.index in st.received
-        outputs, sources = st.batch.keep(batch.index, kept, inputs, share_inputs=held)
+        outputs = st.batch.keep(batch.index, kept)
         chunk = Chunk(
             sender=batch.sender,
             index=batch.index,
@@ -127,8 +129,10 @@ class ChunkReceiver:
             dropped=dropped,
             payloads=outputs,
             digests=digests,
-            inputs=sources if len(sources) else (),
+            inputs=inputs if len(inputs) else (),
             excluded=batch.excluded,
+            signature=(batch.signature or b"") if len(inputs) or len(received) else b"",
+            received=received,
         )
         return [
             Persist((AddChunk(st.round_id, chunk),), token=ChunkStored(st.round_id, chunk))
@@ -167,10 +171,9 @@ class ChunkReceiver:
 
     @staticmethod
     def _keep(st: RoundState, chunk: Chunk) -> None:
-        """Hold a stored chunk's items in memory (until the round's trace is done)."""
+        """Hold a stored chunk's outputs in memory (until the round's trace is done); its
+        inputs stay on disk."""
         st.chunk_payloads[chunk.index] = chunk.payloads
-        if chunk.inputs:
-            st.chunk_inputs[chunk.index] = chunk.inputs
         st.dropped += chunk.dropped
         st.excluded = chunk.excluded
 

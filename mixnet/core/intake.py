@@ -226,10 +226,10 @@ class BatchIntake:
     Chunks being stored (:meth:`reserve` → :meth:`record` or :meth:`release`) count too, so
     chunks in flight together can never exceed the batch's declared count or disagree.
 
-    :meth:`keep` copies a chunk's kept items into the round's arenas (``outputs``: what the
-    node forwards or delivers; ``inputs``: at a mix, the ciphertexts they were peeled from),
-    which the first chunk sizes for the batch's declared count (pages are used only as rows
-    are written). The arenas outlive the intake: the views :meth:`keep` returns hold them.
+    :meth:`keep` copies a chunk's kept outputs (what the node forwards or delivers) into the
+    round's arena, which the first chunk sizes for the batch's declared count (pages are used
+    only as rows are written). The arena outlives the intake: the views :meth:`keep` returns
+    hold it.
     """
 
     round_id: int
@@ -245,7 +245,6 @@ class BatchIntake:
     #: chunks being stored: index -> (chunks, clients, count, items it carried)
     pending: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     outputs: RowArena | None = None
-    inputs: RowArena | None = None
     #: chunk index -> (first row, rows) of its kept outputs in ``outputs``
     output_rows: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: whether the first chunk sizes :attr:`seen` for the batch (a mix filters replays; the
@@ -301,41 +300,15 @@ class BatchIntake:
             self.seen.reserve(min(count, RESERVE_LIMIT))  # the first chunk: size the filter
         return True
 
-    def keep(
-        self,
-        index: int,
-        outputs: Sequence[bytes],
-        inputs: Sequence[bytes] = (),
-        *,
-        share_inputs: bool = False,
-    ) -> tuple[Items, Sequence[bytes]]:
-        """Copy chunk ``index``'s kept ``outputs`` (and the ``inputs`` they came from,
-        aligned, or none) into the round's arenas; return them as kept (read-only views of
-        the arenas, or the inputs themselves as described next). Inputs
-        given as :class:`~mixnet.core.items.Items` (e.g. a view of the received chunk the
-        node keeps anyway) are kept as they are, not copied; so are the ``bytes`` objects of
-        ``inputs`` with ``share_inputs`` (the node holds them anyway, e.g. the received chunk
-        it keeps as signed: a copy would only add memory). Call it after :meth:`reserve`
-        (which fixes the batch's count the arenas are sized for).
+    def keep(self, index: int, outputs: Sequence[bytes]) -> Items:
+        """Copy chunk ``index``'s kept ``outputs`` into the round's arena and return them as
+        kept (a read-only view of the arena). A mix's inputs are not held here: they are in
+        its store until a trace reads them back. Call it after :meth:`reserve` (which fixes
+        the batch's count the arena is sized for).
 
         :raises ValueError, TypeError: items of unequal lengths, or not bytes.
         """
-        out = Items.of(outputs)
-        if share_inputs and not isinstance(inputs, Items):
-            shared = tuple(inputs)
-            if shared and len(shared) != len(out):
-                raise ValueError("a chunk keeps one input per output, or none")
-            return self._keep_outputs(index, out), shared
-        into = Items.of(inputs)
-        if into and len(into) != len(out):
-            raise ValueError("a chunk keeps one input per output, or none")
-        out = self._keep_outputs(index, out)
-        if into and not isinstance(inputs, Items):
-            hint = self._hint()
-            if self.inputs is None or self.inputs.width != into.width:
-                self.inputs = RowArena(into.width, hint)
-            into = self.inputs.append(into)
-        return out, into
+        return self._keep_outputs(index, Items.of(outputs))
 
     def _hint(self) -> int:
         shape = self._shape()

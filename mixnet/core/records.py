@@ -88,6 +88,13 @@ class Chunk:
     received ciphertexts the ``payloads`` were peeled from (aligned with them; kept until
     the round's trace is done, to prove a step); at the sink it is empty. ``excluded`` is the
     batch's number of excluded submissions (the sink's only).
+
+    At a mix after the entry, ``signature`` is the sender's signature over the chunk as it
+    was received (:mod:`mixnet.chunk_signature`; empty: unsigned) and ``received`` the
+    chunk's items as received and signed when they differ from ``inputs`` (some were
+    dropped; empty: ``inputs`` are the received chunk whole): what the mix shows as the
+    sender's delivery of an input in the trace (:mod:`mixnet.core.deliveries`), read back
+    from the store then, not held in memory.
     """
 
     sender: str
@@ -100,6 +107,12 @@ class Chunk:
     digests: bytes = b""
     inputs: Sequence[bytes] = ()
     excluded: int = 0
+    signature: bytes = b""
+    received: Sequence[bytes] = ()
+
+    def as_received(self) -> Sequence[bytes]:
+        """The chunk's items as received and signed (``received``, else ``inputs``)."""
+        return self.received if len(self.received) else self.inputs
 
 
 @dataclass(frozen=True)

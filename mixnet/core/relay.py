@@ -28,7 +28,7 @@ import numpy as np
 from mixnet.blame import PayloadValidator, accept_all
 from mixnet.chunk_signature import leaf_hashes
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
-from mixnet.core.deliveries import ChunkSigning, ReceivedChunk
+from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.digests import DIGEST_LENGTH
 from mixnet.core.downstream import ChunkReceiver
 from mixnet.core.items import Items
@@ -78,12 +78,14 @@ def replay_digests(leaves: Sequence[bytes]) -> bytes:
 class ChunkPeeled:
     """Token of the :class:`Peel` of a chunk: ``replayed`` items were dropped before it;
     ``digests`` are those of the items it brought into the replay filter; ``items`` are
-    the items peeled (the results are aligned with them)."""
+    the items peeled (the results are aligned with them); ``received`` is the chunk as it
+    came (stored with it for the trace when items were dropped; empty if none were)."""
 
     batch: Batch
     replayed: int
     digests: bytes = b""
     items: Sequence[bytes] = ()
+    received: Sequence[bytes] = ()
 
 
 class RelayMachine(ChunkReceiver, TracingMix):
@@ -213,15 +215,11 @@ class RelayMachine(ChunkReceiver, TracingMix):
         if self.signing is not None:
             self.signing.check(batch.round_id, batch.sender, batch.index, received,
                                batch.signature, leaves=leaves)  # fmt: skip
-            if batch.signature is not None:
-                st.received[batch.index] = ReceivedChunk(
-                    batch.sender, batch.index, received, batch.signature
-                )
         # the digests this chunk added to the filter are stored with it, so that a restart
         # rebuilds the filter
         positions, digests = st.batch.seen.admit(replay_digests(leaves), batch.index)
         unique = received if len(positions) == len(received) else received.take(positions)
-        token = ChunkPeeled(batch, len(received) - len(positions), digests, unique)
+        token = ChunkPeeled(batch, len(received) - len(positions), digests, unique, received)
         return [Peel(batch.round_id, unique, token)]
 
     def peeled(
@@ -252,7 +250,9 @@ class RelayMachine(ChunkReceiver, TracingMix):
                 else [items[i] for i in ok]
             )
         dropped = token.replayed + len(results) - len(kept)
-        return self.chunk_ready(st, token.batch, kept, dropped, token.digests, inputs)
+        # the chunk as received is stored for the trace only if it differs from the inputs
+        received = token.received if dropped else ()
+        return self.chunk_ready(st, token.batch, kept, dropped, token.digests, inputs, received)
 
     def persisted(self, token: object, now: float) -> list[Action]:
         """Event: a :class:`Persist` with ``token`` committed."""

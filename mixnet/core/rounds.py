@@ -83,15 +83,20 @@ class RoundState:
     batch: BatchIntake | None = None
     #: relay and sink: stored chunks' payloads by chunk index (views of the round's buffer)
     chunk_payloads: dict[int, Sequence[bytes]] = field(default_factory=dict)
-    #: relay: stored chunks' input ciphertexts by chunk index (aligned with the payloads)
+    #: relay: stored chunks' input ciphertexts by chunk index (aligned with the payloads),
+    #: read back from the store for a trace that needs them (``intake_loaded``)
     chunk_inputs: dict[int, Sequence[bytes]] = field(default_factory=dict)
     #: relay and sink: items of stored chunks dropped (replays, items that did not peel)
     dropped: int = 0
     #: relay on a chain with ownership proofs: inputs that did not peel, by chunk index
     #: (memory only: after a restart they count as untraced)
     chunk_failed: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
-    #: relay: received chunks as signed, by index, for deliveries in the trace (memory only)
+    #: relay: received chunks as signed, by index, for deliveries in the trace (read back
+    #: from the store with ``chunk_inputs``)
     received: dict[int, ReceivedChunk] = field(default_factory=dict)
+    #: relay: ``chunk_inputs`` and ``received`` were read back from the store (memory only;
+    #: until then a relay holds only its outputs)
+    intake_loaded: bool = False
     #: the sink: submissions the chain excluded (from the batch's chunks)
     excluded: int = 0
     #: entry mix: when to send ``trace`` again (unix seconds), while the chain is not ready

@@ -2,16 +2,19 @@
 passing ``exclude`` on (``docs/protocol.md``, "Trace and exclude").
 
 A relay keeps its intake (the input ciphertexts and what they peeled to) and its round key
-until the round's exclusions have passed. ``trace`` goes down the chain; the last mix answers
-with one accusation per payload the application's validator refuses, each backed by its own
-step (:class:`~mixnet.core.actions.Prove`); every relay on the way back checks the accusations
-about its outputs (:class:`~mixnet.core.actions.Verify`), finds the input each came from,
-adds its own step and passes them back. It reveals an input only for an output whose
-accusation verified; a successor whose accusation does not verify, or names an item this
-mix never sent, is blamed (the round then aborts). ``exclude`` names inputs to drop: a relay
-passes their outputs on and, once the successor answered, erases its intake and key
-(``CONFIRMED``); the last mix removes their payloads, forwards the rest to the sink
-(``RELEASED``, then ``CONFIRMED``) — or, for an abort, tells the sink the round ends.
+until the round's exclusions have passed: the outputs in memory, the inputs and the chunks
+as signed on disk, read back (:class:`~mixnet.core.actions.LoadIntake`, then
+:meth:`TracingMix.intake_loaded`) only when a step needs them. ``trace`` goes down the
+chain; the last mix answers with one accusation per payload the application's validator
+refuses, each backed by its own step (:class:`~mixnet.core.actions.Prove`); every relay on
+the way back checks the accusations about its outputs
+(:class:`~mixnet.core.actions.Verify`), finds the input each came from, adds its own step
+and passes them back. It reveals an input only for an output whose accusation verified; a
+successor whose accusation does not verify, or names an item this mix never sent, is blamed
+(the round then aborts). ``exclude`` names inputs to drop: a relay passes their outputs on
+and, once the successor answered, erases its intake and key (``CONFIRMED``); the last mix
+removes their payloads, forwards the rest to the sink (``RELEASED``, then ``CONFIRMED``) —
+or, for an abort, tells the sink the round ends.
 
 On a chain with ownership proofs (``proven``) a mix also accuses every input that did not
 peel (``undecryptable`` or ``no-owner``, :func:`mixnet.blame.prove_failure`), and these are
@@ -26,12 +29,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
-from mixnet.core.actions import Action, Persist, Prove, Reply, Send, Verify
-from mixnet.core.deliveries import deliveries, judge
+from mixnet.core.actions import Action, LoadIntake, Persist, Prove, Reply, Send, Verify
+from mixnet.core.deliveries import ReceivedChunk, deliveries, judge
 from mixnet.core.intake import split_chunks
 from mixnet.core.records import (
+    Chunk,
     DropIntake,
     DropOutbound,
     EraseKey,
@@ -50,6 +55,7 @@ from mixnet.frames import AbortRound, Accused, Exclude, Excluded, Trace
 __all__ = [
     "TRACE_TIMEOUT",
     "BlameChecked",
+    "IntakeNeeded",
     "TraceProved",
     "TraceVerified",
     "TracingMix",
@@ -91,6 +97,17 @@ class BlameChecked:
 
 
 @dataclass(frozen=True)
+class IntakeNeeded:
+    """Token of the :class:`LoadIntake` of a round whose inputs a step of its trace needs:
+    that step (``event``: ``"trace"``, ``"traced"``, ``"verified"`` or ``"exclude"``) and its
+    arguments, run again once the inputs are read back."""
+
+    round_id: int
+    event: str
+    args: tuple[object, ...]
+
+
+@dataclass(frozen=True)
 class TraceProved:
     """Token of the :class:`Prove` of this mix's evidence: first ``failures`` inputs that
     did not peel (each starts an accusation here), then — for the last mix (``accusations``
@@ -124,10 +141,66 @@ class TracingMix(MixRounds):
     @staticmethod
     def _pairs(st: RoundState) -> Iterator[tuple[bytes, bytes]]:
         """(input, output) of every item kept, in chunk order (generated: a round's worth
-        of pairs is never held at once)."""
+        of pairs is never held at once). Only once the inputs are read back
+        (:meth:`_needs_intake`).
+
+        :raises InternalError: they are not.
+        """
+        if not st.intake_loaded:
+            raise InternalError(f"round {st.round_id}'s inputs are not read back")
         for index in sorted(st.chunk_payloads):
             inputs = st.chunk_inputs.get(index, ())
             yield from zip(inputs, st.chunk_payloads[index], strict=True)
+
+    @staticmethod
+    def _outputs(st: RoundState) -> Iterator[bytes]:
+        """Every output kept, in chunk order (no inputs needed)."""
+        for index in sorted(st.chunk_payloads):
+            yield from st.chunk_payloads[index]
+
+    @staticmethod
+    def _needs_intake(st: RoundState, event: str, *args: object) -> list[Action]:
+        """Nothing if the round's inputs are in memory; else the :class:`LoadIntake` after
+        which :meth:`intake_loaded` runs ``event`` with ``args`` again. A relay keeps only
+        its outputs in memory: its inputs (and the chunks as signed) are read back from the
+        store when a trace needs them — a step to prove, an accusation to trace back, an
+        exclusion to follow — which an honest round never does."""
+        if st.intake_loaded:
+            return []
+        return [LoadIntake(st.round_id, IntakeNeeded(st.round_id, event, args))]
+
+    def intake_loaded(self, token: object, chunks: Sequence[Chunk], now: float) -> list[Action]:
+        """Event: the adapter read the round's stored ``chunks`` (:class:`LoadIntake` with
+        ``token``): hold their inputs and the predecessor's signed chunks until the trace is
+        over, and run the step that needed them again.
+
+        :raises TypeError: ``token`` is not an :class:`IntakeNeeded`.
+        """
+        if not isinstance(token, IntakeNeeded):
+            raise TypeError(f"not an intake token: {token!r}")
+        st = self.rounds.get(token.round_id)
+        if st is not None and not st.intake_loaded:
+            if st.status not in _TRACE_OVER:  # else erased meanwhile: nothing to hold
+                for chunk in chunks:
+                    if chunk.sender != self.predecessor or chunk.index not in st.chunk_payloads:
+                        continue
+                    if len(chunk.inputs):
+                        st.chunk_inputs[chunk.index] = chunk.inputs
+                    if chunk.signature:
+                        st.received[chunk.index] = ReceivedChunk(
+                            chunk.sender, chunk.index, chunk.as_received(), chunk.signature
+                        )
+            st.intake_loaded = True  # whatever was found: the step runs once more, not again
+        args = token.args
+        if token.event == "trace":
+            return self.on_trace(cast(Trace, args[0]), now)
+        if token.event == "exclude":
+            return self.on_exclude(cast(Exclude, args[0]), now)
+        if token.event == "traced":
+            return self._traced(cast(Trace, args[0]), cast(Accused, args[1]))
+        if token.event == "verified":
+            return self.verified(args[0], cast("Sequence[bool]", args[1]), now)
+        raise TypeError(f"not an intake token: {token!r}")
 
     def _failed(self, st: RoundState, room: int) -> tuple[tuple[bytes, ...], int]:
         """This mix's own unpeelable inputs to accuse (at most ``room`` of them), and the
@@ -163,8 +236,14 @@ class TracingMix(MixRounds):
         if st.status in _TRACE_OVER:
             return [Reply(Accused(frame.round_id))]
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
-            bad = tuple(item for item, payload in self._pairs(st) if not self.validator(payload))
-            st.all_valid = not bad
+            bad: tuple[bytes, ...] = ()
+            if st.intake_loaded:
+                bad = tuple(i for i, payload in self._pairs(st) if not self.validator(payload))
+                st.all_valid = not bad
+            else:  # the usual round: every payload valid, nothing to prove, no inputs needed
+                st.all_valid = all(self.validator(payload) for payload in self._outputs(st))
+                if not st.all_valid or st.chunk_failed:
+                    return self._needs_intake(st, "trace", frame)
             cap = accusation_cap(self.chunk_size, self.hop + 1)
             failed, untraced = self._failed(st, cap)
             # more than fit one reply: the excess is untraced, and the round aborts
@@ -201,7 +280,8 @@ class TracingMix(MixRounds):
             proved = TraceProved(sent.round_id, (), reply.untraced + untraced, len(failed))
             if not failed:
                 return self.proved(proved, [])
-            return [Prove(sent.round_id, failed, proved, failures=len(failed))]
+            load = self._needs_intake(st, "traced", sent, reply)  # for the deliveries
+            return load or [Prove(sent.round_id, failed, proved, failures=len(failed))]
         token = TraceVerified(sent.round_id, reply)
         return [Verify(sent.round_id, reply.accusations, self._hop_keys(st), token)]
 
@@ -223,6 +303,9 @@ class TracingMix(MixRounds):
         accusations = token.reply.accusations
         if len(results) != len(accusations):
             return [Reply(Accused(token.round_id, blame=self.successor))]
+        load = self._needs_intake(st, "verified", token, tuple(results))
+        if load:
+            return load
         wanted = {accusation.item for accusation in accusations}
         origin = {output: item for item, output in self._pairs(st) if output in wanted}
         inputs = []
@@ -283,15 +366,21 @@ class TracingMix(MixRounds):
         st = self._round(frame.round_id)
         if st.status in _TRACE_OVER:
             return [Reply(Excluded(frame.round_id))]
+        needs_inputs = bool(frame.items) and not frame.abort  # the usual round excludes none
         if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:
             wanted = set(frame.items)
             outputs: tuple[bytes, ...] = ()
-            if wanted:  # the usual case, nothing excluded, needs no pass over the round
+            if wanted:
+                load = self._needs_intake(st, "exclude", frame)
+                if load:
+                    return load
                 following = {item: output for item, output in self._pairs(st) if item in wanted}
                 outputs = tuple(following[i] for i in frame.items if i in following)
             return [Send(Exclude(frame.round_id, outputs, frame.excluded, frame.abort))]
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
-            return self._release(st, frame)
+            return (needs_inputs and self._needs_intake(st, "exclude", frame)) or self._release(
+                st, frame
+            )
         raise NotReady(f"round {frame.round_id} is {st.status.value} here")
 
     def _excluded(self, sent: Exclude, reply: Excluded) -> list[Action]:
@@ -413,7 +502,5 @@ class TracingMix(MixRounds):
         for chunk in records.chunks.get(st.round_id, ()):
             if chunk.sender != self.predecessor:
                 continue
-            st.chunk_payloads[chunk.index] = chunk.payloads
-            if chunk.inputs:
-                st.chunk_inputs[chunk.index] = chunk.inputs
+            st.chunk_payloads[chunk.index] = chunk.payloads  # its inputs stay on disk
             st.dropped += chunk.dropped

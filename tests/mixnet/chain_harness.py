@@ -22,6 +22,7 @@ from mixnet.blame import Accusation, Failure, Step
 from mixnet.core.actions import (
     Action,
     Deliver,
+    LoadIntake,
     Mix,
     Peel,
     Persist,
@@ -586,6 +587,13 @@ class MemoryChain:
                 assert not isinstance(m, SinkMachine)
                 results = [self._holds(a) for a in action.accusations]
                 return m.verified(action.token, results, self.now)
+            case LoadIntake():
+                # as the node's writer: a read after every write queued before it
+                assert isinstance(m, RelayMachine)
+                while node.queue:
+                    self._commit(node, node.queue.pop(0))
+                on_disk = node.store.records().chunks.get(action.round_id, ())
+                return m.intake_loaded(action.token, on_disk, self.now)
             case Deliver():
                 assert isinstance(m, SinkMachine)
                 result = self.app(action.round_id, action)

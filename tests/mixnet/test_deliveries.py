@@ -8,16 +8,18 @@ from nacl.signing import SigningKey
 
 from mixnet.blame import Accusation, Failure, Step
 from mixnet.chunk_signature import sign_chunk
-from mixnet.core.actions import Mix, Peel, Persist, Prove, Reply, Send, Verify
+from mixnet.core.actions import Action, LoadIntake, Mix, Peel, Persist, Prove, Reply, Send, Verify
 from mixnet.core.deliveries import ChunkSigning, ReceivedChunk, deliveries, judge
 from mixnet.core.entry import EntryMachine
 from mixnet.core.items import Items
-from mixnet.core.records import OutboundBatch, OutboundChunk
+from mixnet.core.records import AddChunk, NewRound, OutboundBatch, OutboundChunk
 from mixnet.core.relay import RelayMachine
+from mixnet.core.status import RoundStatus as S
 from mixnet.core.tracing import BlameChecked
 from mixnet.core.verdict import BlameJudged
 from mixnet.errors import BadSignature
 from mixnet.frames import Accused, Batch, BatchAck, Exclude, OpenRound, RoundKeys, Trace
+from tests.mixnet.chain_harness import MemoryStore
 from tests.mixnet.test_machines import (
     LAYER,
     NOW,
@@ -27,7 +29,9 @@ from tests.mixnet.test_machines import (
     item,
     one,
     open_entry,
+    read_back,
     store,
+    stored,
     submit_frame,
 )
 
@@ -79,8 +83,34 @@ def test_an_inbound_chunk_must_carry_the_senders_signature() -> None:
     with pytest.raises(BadSignature):
         m.on_batch(batch(items, signed(items, sender="mix3")))
     assert not m.rounds[R].received
-    one(m.on_batch(batch(items, signed(items))), Peel)
-    assert m.rounds[R].received[0] == ReceivedChunk("mix1", 0, tuple(items), signed(items))
+    peel = one(m.on_batch(batch(items, signed(items))), Peel)
+    persist = one(m.peeled(peel.token, [i[:-LAYER] for i in items], NOW), Persist)
+    (write,) = persist.writes
+    assert isinstance(write, AddChunk)  # stored as signed, for the trace: not held in memory
+    assert write.chunk.signature == signed(items) and list(write.chunk.inputs) == items
+    assert not write.chunk.received  # the inputs are the chunk whole
+    assert not m.rounds[R].received and not m.rounds[R].chunk_inputs
+
+
+def test_a_chunk_with_a_replay_is_stored_whole_as_signed() -> None:
+    """An item dropped as a replay leaves the inputs short of the chunk as signed: the
+    chunk is stored as received too, and read back as the delivery of its other items."""
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    items.append(items[0])  # a replay within the chunk
+    m = relay()
+    peel = one(m.on_batch(batch(items, signed(items))), Peel)
+    assert list(peel.items) == items[:3]
+    persist = one(m.peeled(peel.token, [i[:-LAYER] for i in items[:3]], NOW), Persist)
+    (write,) = persist.writes
+    assert isinstance(write, AddChunk)
+    assert list(write.chunk.received) == items and list(write.chunk.inputs) == items[:3]
+    assert write.chunk.as_received() == write.chunk.received
+    found = deliveries({0: ReceivedChunk("mix1", 0, write.chunk.as_received(),
+                                         write.chunk.signature)}, [items[2]])  # fmt: skip
+    assert judge(
+        Accusation(Failure.NO_OWNER, (Step(1, items[2], b"", b""),), found[items[2]]),
+        True, signing_for("mix3"), R,
+    ) == "mix1"  # fmt: skip
 
 
 def test_deliveries_prove_who_sent_each_item() -> None:
@@ -103,6 +133,7 @@ def forwarded(items: list[bytes], mixes: int = 3) -> RelayMachine:
     m = relay(mixes)
     peel = one(m.on_batch(batch(items, signed(items))), Peel)
     persist = one(m.peeled(peel.token, [i[:-LAYER] for i in items], NOW), Persist)
+    stored(m, persist)
     mix = one(m.persisted(persist.token, NOW), Mix)
     sent = one(m.mixed(R, [list(mix.payloads)]), Send).frame
     assert isinstance(sent, Batch)
@@ -117,7 +148,8 @@ def test_a_proven_step_carries_the_predecessors_delivery() -> None:
     out = items[1][:-LAYER]
     accusation = Accusation(Failure.INVALID_PAYLOAD, (Step(2, out, bytes(32), bytes(96)),))
     verify = one(m.on_reply(Trace(R), Accused(R, (accusation,)), NOW), Verify)
-    prove = one(m.verified(verify.token, [True], NOW), Prove)
+    assert not m.rounds[R].chunk_inputs  # read back from the store for the trace:
+    prove = one(read_back(m, m.verified(verify.token, [True], NOW)), Prove)
     mine = Step(1, items[1], bytes(32), bytes(96))
     (reply,) = m.proved(prove.token, [mine], NOW)
     assert isinstance(reply, Reply) and isinstance(reply.frame, Accused)
@@ -133,7 +165,7 @@ def test_an_accusation_that_does_not_hold_is_the_evidence_of_the_blame() -> None
     m.on_trace(Trace(R), NOW)
     made_up = Accusation(Failure.NO_OWNER, (Step(2, b"\x01" * (RELAY_ITEM - LAYER), b"", b""),))
     verify = one(m.on_reply(Trace(R), Accused(R, (made_up,)), NOW), Verify)
-    assert m.verified(verify.token, [True], NOW) == [  # holds, but names no item of ours
+    assert read_back(m, m.verified(verify.token, [True], NOW)) == [  # holds, but names none of ours
         Reply(Accused(R, blame="mix3", evidence=made_up))
     ]
 
@@ -208,6 +240,7 @@ def test_signatures_made_while_mixing_are_sent_only_with_their_chunks() -> None:
     m = relay()
     peel = one(m.on_batch(batch(items, signed(items))), Peel)
     persist = one(m.peeled(peel.token, [i[:-LAYER] for i in items], NOW), Persist)
+    stored(m, persist)
     mix = one(m.persisted(persist.token, NOW), Mix)
     outputs = Items.of(list(mix.payloads))
     sent = one(m.mixed(R, [outputs], [b"s" * 64]), Send).frame
@@ -225,3 +258,49 @@ def test_signatures_made_while_mixing_are_sent_only_with_their_chunks() -> None:
     one(other.persisted(persist.token, NOW), Mix)
     sent = one(other.mixed(R, [list(outputs)], [b"s" * 64]), Send).frame  # not Items
     assert isinstance(sent, Batch) and sent.signature == expected
+
+
+def test_a_restarted_relay_still_backs_its_accusation_with_the_delivery() -> None:
+    """A relay holds only its outputs in memory; its inputs and the chunks as signed are on
+    disk. Restarted after forwarding, it reads them back for the trace and still shows what
+    its predecessor sent: the blame falls on the sender of the bad item, not on the relay
+    (until store schema 7 a restarted relay had lost the signed chunks)."""
+    disk = MemoryStore()
+
+    def kept(actions: list[Action]) -> list[Action]:
+        for action in actions:
+            if isinstance(action, Persist):
+                disk.apply(action.writes)
+        return actions
+
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    m = relay()
+    kept([Persist((NewRound(R, S.OPEN, NOW, Keys("mix2", 2).secret(R)),))])  # as on_open_round
+    peel = one(m.on_batch(batch(items, signed(items))), Peel)
+    persist = one(kept(m.peeled(peel.token, [i[:-LAYER] for i in items], NOW)), Persist)
+    mix = one(kept(m.persisted(persist.token, NOW)), Mix)
+    sent = one(kept(m.mixed(R, [list(mix.payloads)])), Send).frame
+    assert isinstance(sent, Batch)
+    kept(m.on_reply(sent, BatchAck(R, 0), NOW))
+    assert not m.rounds[R].chunk_inputs and not m.rounds[R].received  # outputs only
+
+    restarted, _ = RelayMachine.restore(
+        disk.records(), NOW, name="mix2", predecessor="mix1", item_length=RELAY_ITEM,
+        chunk_size=8, keys=Keys("mix2", 2), hop=1, successor="mix3",
+        signing=signing_for("mix2"),
+    )  # fmt: skip
+    assert restarted.status(R) is S.FORWARDED
+    assert restarted.on_trace(Trace(R), NOW) == [Send(Trace(R))]
+    out = items[2][:-LAYER]
+    accusation = Accusation(Failure.INVALID_PAYLOAD, (Step(2, out, bytes(32), bytes(96)),))
+    verify = one(restarted.on_reply(Trace(R), Accused(R, (accusation,)), NOW), Verify)
+    (load,) = restarted.verified(verify.token, [True], NOW)
+    assert isinstance(load, LoadIntake) and load.round_id == R
+    prove = one(restarted.intake_loaded(load.token, disk.records().chunks[R], NOW), Prove)
+    assert list(prove.items) == [items[2]]  # the input, read back from the store
+    mine = Step(1, items[2], bytes(32), bytes(96))
+    (reply,) = restarted.proved(prove.token, [mine], NOW)
+    assert isinstance(reply, Reply) and isinstance(reply.frame, Accused)
+    (extended,) = reply.frame.accusations
+    assert extended.delivery is not None and extended.delivery.position == 2
+    assert judge(extended, True, signing_for("mix1"), R) == "mix1"

@@ -9,6 +9,7 @@ announcements): the machines never look inside them. Peeling is faked by cutting
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -22,6 +23,7 @@ from mixnet.core.actions import (
     Action,
     Deliver,
     DeliveredBatch,
+    LoadIntake,
     Mix,
     Peel,
     Persist,
@@ -1006,7 +1008,27 @@ def receive(machine: RelayMachine | SinkMachine, frame: Batch) -> tuple[list[Act
 
 def receive_and_store(machine: RelayMachine | SinkMachine, frame: Batch) -> list[Action]:
     _, persist = receive(machine, frame)
+    stored(machine, persist)
     return machine.persisted(persist.token, NOW)
+
+
+#: The chunks each machine of a test asked to store, as its store would read them back.
+_DISKS: weakref.WeakKeyDictionary[object, list[Chunk]] = weakref.WeakKeyDictionary()
+
+
+def stored(machine: object, persist: Persist) -> None:
+    """Keep the chunks ``persist`` writes for ``machine`` (see :func:`read_back`)."""
+    disk = _DISKS.setdefault(machine, [])
+    disk += [w.chunk for w in persist.writes if isinstance(w, AddChunk)]
+
+
+def read_back(machine: RelayMachine, actions: list[Action]) -> list[Action]:
+    """``actions``; but if they ask to read the round's intake back (a relay keeps only its
+    outputs in memory), what the machine does once the chunks :func:`stored` for it are."""
+    if len(actions) == 1 and isinstance(actions[0], LoadIntake):
+        token = actions[0].token
+        return machine.intake_loaded(token, tuple(_DISKS.get(machine, [])), NOW)
+    return actions
 
 
 class TestRelayOpening:
@@ -1094,7 +1116,7 @@ class TestRelayIntake:
         x, y = item(RELAY_ITEM), item(RELAY_ITEM)
         frame = chunk_frame(0, [x, y, x])  # x is replayed within the chunk
         digests = relay_digest(x) + relay_digest(y)  # what this chunk let into the filter
-        token = ChunkPeeled(frame, 1, digests, (x, y))
+        token = ChunkPeeled(frame, 1, digests, (x, y), (x, y, x))
         assert relay.on_batch(frame) == [Peel(5, [x, y], token)]
         acts = relay.peeled(token, peel([x, y]), NOW)
         chunk = Chunk(
@@ -1107,6 +1129,7 @@ class TestRelayIntake:
             payloads=(x[:-LAYER], y[:-LAYER]),
             digests=digests,
             inputs=(x, y),
+            received=(x, y, x),  # as it came: an item was dropped (its inputs stay on disk)
         )
         assert acts == [Persist((AddChunk(5, chunk),), token=ChunkStored(5, chunk))]
         assert relay.persisted(ChunkStored(5, chunk), NOW) == [Reply(BatchAck(5, 0))]
@@ -1121,9 +1144,12 @@ class TestRelayIntake:
         frame = chunk_frame(1, [y, z, x], count=5)
         p = one(relay.on_batch(frame), Peel)
         assert list(p.items) == [z]
-        assert p.token == ChunkPeeled(frame, 2, relay_digest(z), (z,))
+        assert p.token == ChunkPeeled(frame, 2, relay_digest(z), (z,), (y, z, x))
         acts = relay.peeled(p.token, [DecryptionFailed("tagged")], NOW)
-        chunk = Chunk(PRED, 1, 2, 2, 5, dropped=3, payloads=(), digests=relay_digest(z))
+        chunk = Chunk(
+            PRED, 1, 2, 2, 5, dropped=3, payloads=(), digests=relay_digest(z),
+            received=(y, z, x),
+        )  # fmt: skip
         assert acts == [Persist((AddChunk(5, chunk),), token=ChunkStored(5, chunk))]
 
     def test_the_last_chunk_closes_the_round_and_mixes_it(self) -> None:

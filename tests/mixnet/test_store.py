@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,8 @@ def refused(result: StoreError | None, match: str) -> None:
 
 
 def test_new_store_is_wal_and_versioned(store: NodeStore, db: Path) -> None:
-    assert SCHEMA_VERSION == 6
-    assert store.get_meta("schema_version") == "6"
+    assert SCHEMA_VERSION == 7
+    assert store.get_meta("schema_version") == "7"
     conn = raw(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
@@ -146,7 +147,7 @@ def test_schema_version_1_is_refused_with_one_clear_line(db: Path) -> None:
 
 @pytest.mark.parametrize(
     ("value", "match"),
-    [("4", "older version"), ("5", "older version"), ("7", "newer version"), (None, "no readable")],
+    [("5", "older version"), ("6", "older version"), ("8", "newer version"), (None, "no readable")],
 )
 def test_other_schema_versions_are_refused(db: Path, value: str | None, match: str) -> None:
     NodeStore(db).close()
@@ -323,6 +324,30 @@ def test_a_chunk_keeps_its_replay_filter_digests(store: NodeStore) -> None:
     assert store.records().chunks == {1: (stored,)}
     with pytest.raises(ValueError, match="16-byte"):
         store.apply([[AddChunk(1, Chunk("m1", 1, 2, 1, 1, 0, (), digests=b"x"))]])
+
+
+def test_a_relays_chunk_keeps_its_inputs_signature_and_the_chunk_as_received(
+    store: NodeStore,
+) -> None:
+    """A relay's inputs are on disk only: the chunk as signed (its items as received, when
+    some were dropped, and the sender's signature) is read back with them, alone by round."""
+    inputs = (b"i" * 8, b"j" * 8)
+    whole = Chunk("m1", 0, chunks=2, clients=1, count=5, dropped=0, payloads=(b"p", b"q"),
+                  inputs=inputs, signature=bytes(range(64)))  # fmt: skip
+    short = Chunk("m1", 1, chunks=2, clients=1, count=5, dropped=1, payloads=(b"r", b"s"),
+                  inputs=inputs, signature=bytes(64), received=(*inputs, b"k" * 8))  # fmt: skip
+    ok(store, [new(1), new(2), AddChunk(1, short), AddChunk(1, whole), AddChunk(2, chunk("m", 0))])
+    assert store.records().chunks[1] == (whole, short)
+    assert store.chunks(1) == (whole, short) and store.chunks(3) == ()
+    assert store.chunks(2) == (chunk("m", 0),)
+    assert whole.as_received() == inputs and short.as_received() == (*inputs, b"k" * 8)
+    for bad, match in [
+        (replace(whole, index=1, signature=b"s" * 63), "64 bytes"),
+        (replace(short, received=inputs), "all it carried"),
+        (replace(short, received=(b"i" * 7, b"j" * 7, b"k" * 7)), "inputs' length"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            store.apply([[AddChunk(1, bad)]])
 
 
 def test_large_payload_lists_round_trip(store: NodeStore) -> None:

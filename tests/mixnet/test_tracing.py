@@ -51,8 +51,10 @@ from tests.mixnet.test_machines import (
     item,
     one,
     open_entry,
+    read_back,
     receive_and_store,
     store,
+    stored,
     submit_frame,
 )
 
@@ -85,7 +87,7 @@ def forwarded_relay(items: Sequence[bytes]) -> RelayMachine:
     relay, acts = relay_at(last=False, items=items)
     batch = one(acts, Send).frame
     assert isinstance(batch, Batch)
-    relay.on_reply(batch, BatchAck(R, 0), NOW)
+    read_back(relay, relay.on_reply(batch, BatchAck(R, 0), NOW))
     assert relay.status(R) is S.FORWARDED
     return relay
 
@@ -105,23 +107,23 @@ class TestRelay:
     def test_trace_is_not_ready_before_the_batch_is_forwarded(self) -> None:
         relay, _ = relay_at(last=False, items=self.items)
         with pytest.raises(NotReady):
-            relay.on_trace(Trace(R), NOW)
+            read_back(relay, relay.on_trace(Trace(R), NOW))
         with pytest.raises(NotReady):
-            relay.on_exclude(Exclude(R, ()), NOW)
+            read_back(relay, relay.on_exclude(Exclude(R, ()), NOW))
 
     def test_the_successor_announcements_are_kept_for_verifying(self) -> None:
         relay = forwarded_relay(self.items)
-        assert relay.on_trace(Trace(R), NOW) == [Send(Trace(R))]
+        assert read_back(relay, relay.on_trace(Trace(R), NOW)) == [Send(Trace(R))]
         acc = accusation_of(self.items[0][:-LAYER])
-        verify = one(relay.on_reply(Trace(R), Accused(R, (acc,)), NOW), Verify)
+        verify = one(read_back(relay, relay.on_reply(Trace(R), Accused(R, (acc,)), NOW)), Verify)
         assert verify.keys == {1: bytes([2]) * 32, 2: bytes([3]) * 32}
 
     def test_a_verified_accusation_is_traced_one_hop_back(self) -> None:
         relay = forwarded_relay(self.items)
         out = self.items[1][:-LAYER]
         reply = Accused(R, (accusation_of(out),), untraced=0)
-        verify = one(relay.on_reply(Trace(R), reply, NOW), Verify)
-        prove = one(relay.verified(verify.token, [True], NOW), Prove)
+        verify = one(read_back(relay, relay.on_reply(Trace(R), reply, NOW)), Verify)
+        prove = one(read_back(relay, relay.verified(verify.token, [True], NOW)), Prove)
         assert list(prove.items) == [self.items[1]]  # the input that produced it
         mine = step(1, self.items[1])
         (answer,) = relay.proved(prove.token, [mine], NOW)
@@ -138,28 +140,28 @@ class TestRelay:
             "not our output": accusation_of(b"\1" * len(out)),
             "wrong hop": accusation_of(out, hop=1),
         }[problem]
-        verify = one(relay.on_reply(Trace(R), Accused(R, (acc,)), NOW), Verify)
-        acts = relay.verified(verify.token, [problem != "does not verify"], NOW)
+        verify = one(read_back(relay, relay.on_reply(Trace(R), Accused(R, (acc,)), NOW)), Verify)
+        acts = read_back(relay, relay.verified(verify.token, [problem != "does not verify"], NOW))
         assert acts == [Reply(Accused(R, blame="mix3", evidence=acc))]  # no Prove: no input named
 
     def test_a_blame_from_further_down_is_passed_back(self) -> None:
         relay = forwarded_relay(self.items)
-        acts = relay.on_reply(Trace(R), Accused(R, blame="mix3"), NOW)
+        acts = read_back(relay, relay.on_reply(Trace(R), Accused(R, blame="mix3"), NOW))
         assert acts == [Reply(Accused(R, blame="mix3"))]
 
     def test_exclude_passes_the_outputs_on_and_then_erases(self) -> None:
         relay = forwarded_relay(self.items)
         frame = Exclude(R, (self.items[0], b"\7" * RELAY_ITEM), excluded=1)
-        acts = relay.on_exclude(frame, NOW)
+        acts = read_back(relay, relay.on_exclude(frame, NOW))
         assert acts == [Send(Exclude(R, (self.items[0][:-LAYER],), 1))]
-        acts = relay.on_reply(acts[0].frame, Excluded(R), NOW)  # type: ignore[union-attr]
+        acts = read_back(relay, relay.on_reply(acts[0].frame, Excluded(R), NOW))  # type: ignore[union-attr]
         assert acts == [
             Persist((DropIntake(R), EraseKey(R), SetRound(R, status=S.CONFIRMED))),
             Reply(Excluded(R)),
         ]
         assert relay.status(R) is S.CONFIRMED
-        assert relay.on_exclude(frame, NOW) == [Reply(Excluded(R))]  # a retry
-        assert relay.on_trace(Trace(R), NOW) == [Reply(Accused(R))]
+        assert read_back(relay, relay.on_exclude(frame, NOW)) == [Reply(Excluded(R))]  # a retry
+        assert read_back(relay, relay.on_trace(Trace(R), NOW)) == [Reply(Accused(R))]
 
 
 class TestLastMix:
@@ -169,7 +171,7 @@ class TestLastMix:
     def test_it_holds_the_batch_and_accuses_what_the_validator_refuses(self) -> None:
         last, acts = relay_at(last=True, items=[self.good, self.bad])
         assert not any(isinstance(a, Send) for a in acts)  # nothing goes to the sink yet
-        prove = one(last.on_trace(Trace(R), NOW), Prove)
+        prove = one(read_back(last, last.on_trace(Trace(R), NOW)), Prove)
         assert list(prove.items) == [self.bad]
         assert prove.token == TraceProved(R, None, 0)
         (answer,) = last.proved(prove.token, [step(2, self.bad)], NOW)
@@ -177,7 +179,7 @@ class TestLastMix:
 
     def test_exclusion_releases_the_rest_to_the_sink(self) -> None:
         last, _ = relay_at(last=True, items=[self.good, self.bad])
-        acts = last.on_exclude(Exclude(R, (self.bad,), excluded=1), NOW)
+        acts = read_back(last, last.on_exclude(Exclude(R, (self.bad,), excluded=1), NOW))
         kept = OutboundBatch(1, 1, (OutboundChunk(0, (self.good[:-LAYER],)),), excluded=1)
         assert acts[:2] == [
             Persist(
@@ -193,17 +195,17 @@ class TestLastMix:
         ]
         batch = one(acts, Send).frame
         assert batch == Batch(R, "mix3", 0, 1, 1, 1, (self.good[:-LAYER],), excluded=1)
-        last.on_reply(batch, BatchAck(R, 0), NOW)
+        read_back(last, last.on_reply(batch, BatchAck(R, 0), NOW))
         assert last.status(R) is S.CONFIRMED
 
     def test_an_exclusion_that_leaves_an_invalid_payload_aborts(self) -> None:
         last, _ = relay_at(last=True, items=[self.good, self.bad])
-        acts = last.on_exclude(Exclude(R, (), excluded=0), NOW)
+        acts = read_back(last, last.on_exclude(Exclude(R, (), excluded=0), NOW))
         abort = one(acts, Send).frame
         assert isinstance(abort, AbortRound) and "validator refuses" in abort.reason
         assert last.status(R) is S.ABORTED
         # the predecessor hears of it once the sink has recorded the abort
-        assert last.on_reply(abort, Aborted(R), NOW) == [Reply(Excluded(R))]
+        assert read_back(last, last.on_reply(abort, Aborted(R), NOW)) == [Reply(Excluded(R))]
 
     def test_a_round_the_trace_found_valid_is_released_without_validating_it_again(
         self,
@@ -224,7 +226,7 @@ class TestLastMix:
             calls.clear()
             if traced:
                 assert last.on_trace(Trace(R), NOW) == [Reply(Accused(R, (), 0))]
-            acts = last.on_exclude(Exclude(R, ()), NOW)
+            acts = last.on_exclude(Exclude(R, ()), NOW)  # no LoadIntake: inputs stay on disk
             assert len(calls) == 2  # once per payload, in the trace or at the release
             batch = one(acts, Send).frame
             assert isinstance(batch, Batch)
@@ -330,7 +332,7 @@ def test_more_refused_payloads_than_a_reply_carries_are_untraced() -> None:
     assert cap == 1
     bad = [b"\xff" + item(VALUE + LAYER)[1:] for _ in range(3)]
     last, _ = relay_at(last=True, items=bad)
-    prove = one(last.on_trace(Trace(R), NOW), Prove)
+    prove = one(read_back(last, last.on_trace(Trace(R), NOW)), Prove)
     assert len(prove.items) == cap
     assert prove.token == TraceProved(R, None, len(bad) - cap)
 
@@ -357,7 +359,7 @@ def test_the_last_mix_gives_up_and_tells_the_sink() -> None:
     abort = one(acts, Send).frame
     assert isinstance(abort, AbortRound) and "no verdict reached mix3" in abort.reason
     assert last.status(R) is S.ABORTED
-    assert last.on_reply(abort, Aborted(R), NOW) == [Reply(Aborted(R))]
+    assert read_back(last, last.on_reply(abort, Aborted(R), NOW)) == [Reply(Aborted(R))]
 
 
 # --------------------------------------------------------------------------- ownership proofs
@@ -382,13 +384,14 @@ def proven_relay(
     results: list[bytes | MixnetError] = [i[:-LAYER] for i in peel.items]
     results[failing] = DecryptionFailed("does not open")
     persist = one(relay.peeled(peel.token, results, NOW), Persist)
+    stored(relay, persist)
     acts = relay.persisted(persist.token, NOW)
     mix = one(acts, Mix)
     acts = relay.mixed(R, [list(mix.payloads)])
     if not last:
         batch = one(acts, Send).frame
         assert isinstance(batch, Batch)
-        relay.on_reply(batch, BatchAck(R, 0), NOW)
+        read_back(relay, relay.on_reply(batch, BatchAck(R, 0), NOW))
     return relay
 
 
@@ -397,7 +400,7 @@ class TestOwnershipProofs:
 
     def test_the_last_mix_accuses_an_input_it_could_not_peel(self) -> None:
         relay = proven_relay(last=True, items=self.items, failing=1)
-        prove = one(relay.on_trace(Trace(R), NOW), Prove)
+        prove = one(read_back(relay, relay.on_trace(Trace(R), NOW)), Prove)
         assert list(prove.items) == [self.items[1]] and prove.failures == 1
         evidence = Step(2, self.items[1], b"", b"")  # no owner: nothing revealed
         (answer,) = relay.proved(prove.token, [evidence], NOW)
@@ -405,9 +408,9 @@ class TestOwnershipProofs:
 
     def test_a_relay_adds_its_own_failures_to_the_successors_accusations(self) -> None:
         relay = proven_relay(last=False, items=self.items, failing=0)
-        assert relay.on_trace(Trace(R), NOW) == [Send(Trace(R))]
+        assert read_back(relay, relay.on_trace(Trace(R), NOW)) == [Send(Trace(R))]
         # nothing downstream: only its own failure goes back
-        prove = one(relay.on_reply(Trace(R), Accused(R), NOW), Prove)
+        prove = one(read_back(relay, relay.on_reply(Trace(R), Accused(R), NOW)), Prove)
         assert list(prove.items) == [self.items[0]] and prove.failures == 1
         revealed = step(1, self.items[0])
         (answer,) = relay.proved(prove.token, [revealed], NOW)
@@ -415,11 +418,11 @@ class TestOwnershipProofs:
 
     def test_own_failures_come_first_then_the_traced_accusations(self) -> None:
         relay = proven_relay(last=False, items=self.items, failing=0)
-        relay.on_trace(Trace(R), NOW)
+        read_back(relay, relay.on_trace(Trace(R), NOW))
         out = self.items[2][:-LAYER]
         reply = Accused(R, (accusation_of(out),))
-        verify = one(relay.on_reply(Trace(R), reply, NOW), Verify)
-        prove = one(relay.verified(verify.token, [True], NOW), Prove)
+        verify = one(read_back(relay, relay.on_reply(Trace(R), reply, NOW)), Verify)
+        prove = one(read_back(relay, relay.verified(verify.token, [True], NOW)), Prove)
         assert list(prove.items) == [self.items[0], self.items[2]] and prove.failures == 1
         own, mine = Step(1, self.items[0], b"", b""), step(1, self.items[2])
         (answer,) = relay.proved(prove.token, [own, mine], NOW)
@@ -428,4 +431,4 @@ class TestOwnershipProofs:
 
     def test_without_ownership_proofs_a_failure_is_untraced(self) -> None:
         relay = proven_relay(last=True, items=self.items, failing=1, proven=False)
-        assert relay.on_trace(Trace(R), NOW) == [Reply(Accused(R, (), 1))]
+        assert read_back(relay, relay.on_trace(Trace(R), NOW)) == [Reply(Accused(R, (), 1))]
