@@ -189,7 +189,8 @@ class MixNode(BaseNode):
         return RelayMachine(**self._machine_args())
 
     def recover(self) -> list[Action]:
-        records = self.store.records()
+        # a relay's inputs stay on disk until a trace reads them back (LoadIntake)
+        records = self.store.records(inputs=False)
         for rec in records.rounds:
             if rec.secret_key is not None and not self.keyring.is_open(rec.round_id):
                 self.keyring.adopt(rec.round_id, PrivateKey(rec.secret_key))

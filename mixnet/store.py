@@ -96,10 +96,17 @@ __all__ = [
 
 #: Version of the schema this module writes; a database with another version is refused.
 SCHEMA_VERSION = 7
-#: The query of stored chunks (``chunk_from_row`` takes each row after its round id).
+
+
+#: The query of stored chunks (``chunk_from_row`` takes each row after its round id) ...
 _CHUNKS = (
     "SELECT round_id, sender, idx, chunks, clients, count, dropped, item_length, item_count,"
     " payloads, digests, inputs, input_length, excluded, signature, received FROM chunks"
+)
+#: ... and the same without their ``inputs``, ``signature`` and ``received`` (not even read).
+_CHUNKS_WITHOUT_INPUTS = (
+    "SELECT round_id, sender, idx, chunks, clients, count, dropped, item_length, item_count,"
+    " payloads, digests, x'', input_length, excluded, x'', x'' FROM chunks"
 )
 #: Seconds a write waits for a lock held by another connection before failing.
 BUSY_TIMEOUT = 10.0
@@ -328,12 +335,15 @@ class NodeStore:
 
     # ----------------------------------------------------------------------- reads
 
-    def records(self) -> NodeRecords:
+    def records(self, *, inputs: bool = True) -> NodeRecords:
         """Return everything stored, as recovery reads it (one snapshot).
 
         Rounds are ordered by id; submissions (only of rounds that have some) in the order
         they were stored; chunks by ``(sender, index)`` (senders by code point); outbound
-        chunks by index. :raises StoreError: a corrupt row, a database error, or closed.
+        chunks by index. With ``inputs=False`` the chunks come without their ``inputs``,
+        ``received`` and ``signature`` (a relay's recovery does not hold them: its trace
+        reads them back with :meth:`chunks`), so a restart costs no memory for them.
+        :raises StoreError: a corrupt row, a database error, or closed.
         """
         with self._reading() as conn:
             rounds = tuple(_rounds(conn))
@@ -351,7 +361,8 @@ class NodeStore:
                     raise CorruptRow("a receipt is corrupt")
                 receipts.setdefault(stored_int(r), {})[client] = digest
             chunks: dict[int, list[Chunk]] = {}
-            for r, *rest in conn.execute(_CHUNKS + " ORDER BY round_id, sender, idx"):
+            query = _CHUNKS if inputs else _CHUNKS_WITHOUT_INPUTS
+            for r, *rest in conn.execute(query + " ORDER BY round_id, sender, idx"):
                 chunks.setdefault(stored_int(r), []).append(chunk_from_row(tuple(rest)))
             outbound = self._outbound(conn)
             results = {

@@ -341,6 +341,10 @@ def test_a_relays_chunk_keeps_its_inputs_signature_and_the_chunk_as_received(
     assert store.chunks(1) == (whole, short) and store.chunks(3) == ()
     assert store.chunks(2) == (chunk("m", 0),)
     assert whole.as_received() == inputs and short.as_received() == (*inputs, b"k" * 8)
+    # a relay's recovery reads them without their inputs (its trace reads those back)
+    bare = replace(short, inputs=(), signature=b"", received=())
+    assert store.records(inputs=False).chunks[1] == (replace(whole, inputs=(), signature=b""),
+                                                     bare)  # fmt: skip
     for bad, match in [
         (replace(whole, index=1, signature=b"s" * 63), "64 bytes"),
         (replace(short, received=inputs), "all it carried"),
