@@ -67,22 +67,24 @@ from mixnet.core.records import (
 from mixnet.errors import MixnetError
 from mixnet.private_files import PRIVATE_MODE, create_private, fsync_directory
 from mixnet.store_apply import apply_group, apply_merged
+from mixnet.store_decode import (
+    CorruptRow,
+    chunk_from_row,
+    result_from_text,
+    round_from_row,
+    stored_int,
+    submission_from_row,
+    unpack,
+)
 from mixnet.store_rows import (
     ERASING,
     SCHEMA,
     SECRET_KEY_LENGTH,
-    CorruptRow,
     Statement,
     check_int,
     check_name,
     check_sequence,
-    chunk_from_row,
-    result_from_text,
-    round_from_row,
     statements,
-    stored_int,
-    submission_from_row,
-    unpack,
 )
 
 __all__ = [
@@ -513,7 +515,7 @@ class NodeStore:
     def _reading(self) -> Iterator[sqlite3.Connection]:
         """Run the block in one read transaction (one snapshot).
 
-        ``sqlite3.Error`` and :class:`~mixnet.store_rows.CorruptRow` become StoreError.
+        ``sqlite3.Error`` and :class:`~mixnet.store_decode.CorruptRow` become StoreError.
         """
         conn = self._connection()
         try:

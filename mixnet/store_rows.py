@@ -1,15 +1,15 @@
-"""How :mod:`mixnet.store` lays out its tables, turns writes into SQL and rows into records.
+"""How :mod:`mixnet.store` lays out its tables and turns writes into SQL; reading rows back
+into records is :mod:`mixnet.store_decode`.
 
-:data:`SCHEMA` is the tables; the rest is two halves, both free of I/O:
+:data:`SCHEMA` is the tables; the two halves are both free of I/O:
 
 * **Writes → statements.** :func:`statements` checks one :data:`~mixnet.core.records.Write`
   (``TypeError``/``ValueError`` for a value a correct caller never passes: a negative id, a
   secret key of the wrong length, payloads of unequal length, a result JSON cannot hold, ...)
   and returns the :class:`Statement` list that applies it, each with the message of the
   :class:`~mixnet.store.StoreError` to report when the database refuses it.
-* **Rows → records.** The ``*_from_row`` functions rebuild records and raise
-  :class:`CorruptRow` for anything the database holds that this module never writes (a wrong
-  column type, an unknown status, a payload blob whose length does not match, ...);
+* **Rows → records** is :mod:`mixnet.store_decode`: it rebuilds the records written here and
+  raises :class:`~mixnet.store_decode.CorruptRow` for anything else the database holds;
   :class:`~mixnet.store.NodeStore` reports it as a ``StoreError``.
 
 A payload list is one blob (the concatenation of equal-length items) with its item length
@@ -23,7 +23,6 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import msgpack
 
@@ -42,14 +41,13 @@ from mixnet.core.records import (
     OutboundChunk,
     PutOutbound,
     PutResult,
-    RoundRecord,
     SetRound,
     Submission,
     Write,
 )
 from mixnet.core.status import RoundStatus
-from mixnet.errors import MixnetError
 from mixnet.keys import SIGNATURE_LENGTH, RoundKeyAnnouncement
+from mixnet.store_decode import Row
 
 #: Bytes of a round's X25519 secret key.
 SECRET_KEY_LENGTH = 32
@@ -57,10 +55,6 @@ SECRET_KEY_LENGTH = 32
 ERASING = (EraseKey, DropIntake, ForgetReceipts)
 
 _MAX_ID = 1 << 63
-_STATUSES = {status.value: status for status in RoundStatus}
-
-Row = tuple[object, ...]
-T = TypeVar("T")
 
 
 #: The tables of schema version 7 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
@@ -145,10 +139,6 @@ CREATE TABLE results (
     result   TEXT NOT NULL
 );
 """
-
-
-class CorruptRow(Exception):
-    """A stored row is not one this module writes (the store reports a ``StoreError``)."""
 
 
 @dataclass(frozen=True)
@@ -450,6 +440,15 @@ def _received(chunk: Chunk) -> tuple[bytes, bytes | memoryview]:
     return signature, blob
 
 
+def _digests(value: object) -> bytes:
+    """A chunk's replay-filter digests: bytes, a whole number of 16-byte digests."""
+    if not isinstance(value, bytes):
+        raise TypeError(f"digests must be bytes, not {type(value).__name__}")
+    if len(value) % 16:
+        raise ValueError("digests must be a whole number of 16-byte digests")
+    return value
+
+
 def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, ...]:
     batch = write.batch
     if not isinstance(batch, OutboundBatch):
@@ -496,122 +495,3 @@ def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, 
             rows=rows(),
         ),
     )
-
-
-# --------------------------------------------------------------------------- rows
-
-
-def stored_int(value: object) -> int:
-    """Return a stored integer column. :raises CorruptRow: it is not an int."""
-    if not isinstance(value, int):
-        raise CorruptRow("integer expected")
-    return value
-
-
-def unpack(blob: object, item_length: object, item_count: object) -> Items:
-    """The ``item_count`` items of ``item_length`` bytes in a stored blob, as a view of it.
-
-    :raises CorruptRow: wrong types, negative numbers or ``len(blob) != length * count``.
-    """
-    if not (
-        isinstance(blob, bytes)
-        and isinstance(item_length, int)
-        and isinstance(item_count, int)
-        and item_length >= 0
-        and item_count >= 0
-        and len(blob) == item_length * item_count
-    ):
-        raise CorruptRow("a payload list's blob length does not match")
-    return Items.from_bytes(blob, item_length, item_count)
-
-
-def _announcements(blob: object) -> tuple[RoundKeyAnnouncement, ...]:
-    try:
-        rows = msgpack.unpackb(_as(bytes, blob), raw=False)
-        return tuple(RoundKeyAnnouncement(*row) for row in rows)
-    except (ValueError, TypeError, msgpack.UnpackException, MixnetError):
-        raise CorruptRow("announcements are unreadable") from None
-
-
-def _as(kind: type[T], value: object) -> T:
-    """Return ``value`` if it is a ``kind``. :raises CorruptRow: it is not."""
-    if not isinstance(value, kind):
-        raise CorruptRow(f"{kind.__name__} expected")
-    return value
-
-
-def _opt(kind: type[T], value: object) -> T | None:
-    """Return ``value`` if it is ``None`` or a ``kind``. :raises CorruptRow: it is not."""
-    return None if value is None else _as(kind, value)
-
-
-def round_from_row(row: Row) -> RoundRecord:
-    """Rebuild a round from ``(round_id, status, opened_at, deadline, clients, secret_key,
-    announcements)``. :raises CorruptRow: see the module docstring."""
-    round_id, status, opened_at, deadline, clients, secret_key, announcements = row
-    if not isinstance(status, str) or status not in _STATUSES:
-        raise CorruptRow("unknown round status")
-    return RoundRecord(
-        round_id=stored_int(round_id),
-        status=_STATUSES[status],
-        opened_at=_as(float, opened_at),
-        deadline=_opt(float, deadline),
-        clients=None if clients is None else stored_int(clients),
-        secret_key=_opt(bytes, secret_key),
-        announcements=_announcements(announcements),
-    )
-
-
-def _digests(value: object) -> bytes:
-    """A chunk's replay-filter digests: bytes, a whole number of 16-byte digests."""
-    if not isinstance(value, bytes):
-        raise TypeError(f"digests must be bytes, not {type(value).__name__}")
-    if len(value) % 16:
-        raise ValueError("digests must be a whole number of 16-byte digests")
-    return value
-
-
-def submission_from_row(row: Row) -> Submission:
-    """Rebuild ``(client, digest, item_length, item_count, payloads)``."""
-    client, digest, length, count, blob = row
-    return Submission(_as(str, client), _as(bytes, digest), tuple(unpack(blob, length, count)))
-
-
-def chunk_from_row(row: Row) -> Chunk:
-    """Rebuild ``(sender, idx, chunks, clients, count, dropped, item_length, item_count,
-    payloads, digests, inputs, input_length, excluded, signature, received)``."""
-    (
-        sender, index, chunks, clients, count, dropped, length, items, blob, digests,
-        inputs, input_length, excluded, signature, received,
-    ) = row  # fmt: skip
-    payloads = unpack(blob, length, items)
-    inputs_blob = _as(bytes, inputs)
-    received_blob = _as(bytes, received)
-    width = stored_int(input_length)
-    if received_blob and (not width or len(received_blob) % width):
-        raise CorruptRow("a chunk's received items are corrupt")
-    return Chunk(
-        _as(str, sender),
-        stored_int(index),
-        stored_int(chunks),
-        stored_int(clients),
-        stored_int(count),
-        stored_int(dropped),
-        payloads,
-        _as(bytes, digests),
-        unpack(inputs_blob, input_length, len(payloads)) if inputs_blob else (),
-        stored_int(excluded),
-        _as(bytes, signature),
-        unpack(received_blob, width, len(received_blob) // width) if received_blob else (),
-    )
-
-
-def result_from_text(text: object) -> dict[str, object]:
-    """Decode a stored result. :raises CorruptRow: not JSON text of an object."""
-    try:
-        value = json.loads(_as(str, text))
-    except ValueError:
-        raise CorruptRow("a result is not valid JSON") from None
-    if not isinstance(value, dict):
-        raise CorruptRow("a result is not a JSON object")
-    return value
