@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, cast
 
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
 from mixnet.core.actions import Action, LoadIntake, Persist, Prove, Reply, Send, Verify
@@ -96,6 +96,10 @@ class BlameChecked:
     reply: Accused
 
 
+#: The trace steps that may need a relay's inputs (run again once they are read back).
+TraceStep = Literal["trace", "traced", "verified", "exclude"]
+
+
 @dataclass(frozen=True)
 class IntakeNeeded:
     """Token of the :class:`LoadIntake` of a round whose inputs a step of its trace needs:
@@ -103,7 +107,7 @@ class IntakeNeeded:
     arguments, run again once the inputs are read back."""
 
     round_id: int
-    event: str
+    event: TraceStep
     args: tuple[object, ...]
 
 
@@ -159,7 +163,7 @@ class TracingMix(MixRounds):
             yield from st.chunk_payloads[index]
 
     @staticmethod
-    def _needs_intake(st: RoundState, event: str, *args: object) -> list[Action]:
+    def _needs_intake(st: RoundState, event: TraceStep, *args: object) -> list[Action]:
         """Nothing if the round's inputs are in memory; else the :class:`LoadIntake` after
         which :meth:`intake_loaded` runs ``event`` with ``args`` again. A relay keeps only
         its outputs in memory: its inputs (and the chunks as signed) are read back from the
@@ -198,9 +202,7 @@ class TracingMix(MixRounds):
             return self.on_exclude(cast(Exclude, args[0]), now)
         if token.event == "traced":
             return self._traced(cast(Trace, args[0]), cast(Accused, args[1]))
-        if token.event == "verified":
-            return self.verified(args[0], cast("Sequence[bool]", args[1]), now)
-        raise TypeError(f"not an intake token: {token!r}")
+        return self.verified(args[0], cast("Sequence[bool]", args[1]), now)  # "verified"
 
     def _failed(self, st: RoundState, room: int) -> tuple[tuple[bytes, ...], int]:
         """This mix's own unpeelable inputs to accuse (at most ``room`` of them), and the
@@ -366,7 +368,6 @@ class TracingMix(MixRounds):
         st = self._round(frame.round_id)
         if st.status in _TRACE_OVER:
             return [Reply(Excluded(frame.round_id))]
-        needs_inputs = bool(frame.items) and not frame.abort  # the usual round excludes none
         if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:
             wanted = set(frame.items)
             outputs: tuple[bytes, ...] = ()
@@ -378,9 +379,11 @@ class TracingMix(MixRounds):
                 outputs = tuple(following[i] for i in frame.items if i in following)
             return [Send(Exclude(frame.round_id, outputs, frame.excluded, frame.abort))]
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
-            return (needs_inputs and self._needs_intake(st, "exclude", frame)) or self._release(
-                st, frame
-            )
+            if frame.items and not frame.abort:  # the usual round excludes none
+                load = self._needs_intake(st, "exclude", frame)
+                if load:
+                    return load
+            return self._release(st, frame)
         raise NotReady(f"round {frame.round_id} is {st.status.value} here")
 
     def _excluded(self, sent: Exclude, reply: Excluded) -> list[Action]:
