@@ -100,12 +100,12 @@ __all__ = [
 SCHEMA_VERSION = 7
 
 
-#: The query of stored chunks (``chunk_from_row`` takes each row after its round id) ...
+#: The query of every stored chunk (``chunk_from_row`` takes each row after its round id).
 _CHUNKS = (
     "SELECT round_id, sender, idx, chunks, clients, count, dropped, item_length, item_count,"
     " payloads, digests, inputs, input_length, excluded, signature, received FROM chunks"
 )
-#: ... and the same without their ``inputs``, ``signature`` and ``received`` (not even read).
+#: :data:`_CHUNKS` with empty ``inputs``, ``signature`` and ``received`` (not read at all).
 _CHUNKS_WITHOUT_INPUTS = (
     "SELECT round_id, sender, idx, chunks, clients, count, dropped, item_length, item_count,"
     " payloads, digests, x'', input_length, excluded, x'', x'' FROM chunks"
