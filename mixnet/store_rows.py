@@ -60,7 +60,7 @@ _MAX_ID = 1 << 63
 #: The tables of schema version 7 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
 #: version 3's index on ``submissions (round_id, client)``. Version 5 changed what
 #: ``chunks.digests`` holds: the first 16 bytes of each item's chunk-signature Merkle leaf
-#: (:func:`mixnet.core.relay.replay_digests`); a relay that rebuilt its replay filter from
+#: (:func:`mixnet.core.digests.replay_digests`); a relay that rebuilt its replay filter from
 #: version 4's digests would miss a replay of an item it stored before the upgrade. Version 6
 #: dropped ``receipts``' primary key ``(round_id, client)``: client ids are random, so the key
 #: cost a random B-tree page per submission (at 10⁶ users most of the entry mix's store time).

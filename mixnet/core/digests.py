@@ -21,14 +21,14 @@ key changes where entries sit, never what the table answers.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, MutableMapping, MutableSet
+from collections.abc import Iterable, Iterator, MutableMapping, MutableSet, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.ma  # np.unique imports it on first use: here it loads with the node, not a round
 import numpy.typing as npt
 
-__all__ = ["DIGEST_LENGTH", "DigestSet", "ReplayFilter", "split_digests"]
+__all__ = ["DIGEST_LENGTH", "DigestSet", "ReplayFilter", "replay_digests", "split_digests"]
 
 #: Bytes of a digest these tables hold.
 DIGEST_LENGTH = 16
@@ -60,6 +60,17 @@ def split_digests(digests: bytes | Iterable[bytes]) -> tuple[U64, U64]:
         raise ValueError("digests must be 16 bytes each")
     words = np.frombuffer(blob, dtype="<u8").astype(np.uint64, copy=False).reshape(-1, 2)
     return words[:, 0], words[:, 1]
+
+
+def replay_digests(leaves: Sequence[bytes]) -> bytes:
+    """The replay filter's 16-byte digests of received items, concatenated: the first 16
+    bytes of each item's Merkle leaf hash (``leaves``, :func:`~mixnet.chunk_signature.
+    leaf_hashes`: BLAKE2b-256 of ``0x00 || item``), so that each item is hashed once. They
+    are internal to a mix (stored with its chunks to rebuild the filter after a restart)."""
+    if not leaves:
+        return b""
+    rows = np.frombuffer(b"".join(leaves), dtype=np.uint8).reshape(len(leaves), -1)
+    return rows[:, :DIGEST_LENGTH].tobytes()
 
 
 def _word_pairs(digests: bytes) -> list[int]:

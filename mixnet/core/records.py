@@ -82,7 +82,7 @@ class Chunk:
     batch; ``dropped`` counts items of this chunk that were replays or failed to peel (not
     stored); ``len(payloads) + dropped`` is the number of items the chunk carried.
     ``digests`` are the 16-byte replay digests (concatenated; at a relay
-    :func:`mixnet.core.relay.replay_digests`, the first 16 bytes of each item's Merkle leaf
+    :func:`mixnet.core.digests.replay_digests`, the first 16 bytes of each item's Merkle leaf
     hash) of the incoming items this chunk brought into the round's replay filter,
     so that a restarted relay still drops their replays. At a mix, ``inputs`` are the
     received ciphertexts the ``payloads`` were peeled from (aligned with them; kept until

@@ -12,9 +12,10 @@ Life of a round at a relay, and at the last mix (which holds its batch until the
 it, passes the request down the chain and answers with this node's and every later node's
 signed keys. Chunks of the predecessor's batch are checked, replayed ciphertexts dropped
 (each item is hashed once: its Merkle leaf serves the signature check and, cut to 16 bytes,
-the replay filter, :func:`replay_digests`), the rest peeled, stored and acknowledged
-(:mod:`mixnet.core.downstream`); the complete batch is permuted and forwarded like the entry
-mix's (the last mix holds it). The trace and the exclusions are :mod:`mixnet.core.tracing`'s.
+the replay filter, :func:`~mixnet.core.digests.replay_digests`), the rest peeled, stored and
+acknowledged (:mod:`mixnet.core.downstream`); the complete batch is permuted and forwarded
+like the entry mix's (the last mix holds it). The trace and the exclusions are
+:mod:`mixnet.core.tracing`'s.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from mixnet.blame import PayloadValidator, accept_all
 from mixnet.chunk_signature import leaf_hashes
 from mixnet.core.actions import Action, Peel, Persist, Reply, Send
 from mixnet.core.deliveries import ChunkSigning
-from mixnet.core.digests import DIGEST_LENGTH
+from mixnet.core.digests import replay_digests
 from mixnet.core.downstream import ChunkReceiver
 from mixnet.core.items import Items
 from mixnet.core.records import EraseKey, NewRound, NodeRecords, SetRound
@@ -57,21 +58,10 @@ from mixnet.frames import (
     Trace,
 )
 
-__all__ = ["ChunkPeeled", "RelayMachine", "replay_digests"]
+__all__ = ["ChunkPeeled", "RelayMachine"]
 
 #: Statuses in which a mix holds a round's whole batch, key and intake.
 _HELD = frozenset({RoundStatus.CLOSED, RoundStatus.MIXED, RoundStatus.FORWARDED})
-
-
-def replay_digests(leaves: Sequence[bytes]) -> bytes:
-    """The replay filter's 16-byte digests of received items, concatenated: the first 16
-    bytes of each item's Merkle leaf hash (``leaves``, :func:`~mixnet.chunk_signature.
-    leaf_hashes`: BLAKE2b-256 of ``0x00 || item``), so that each item is hashed once. They
-    are internal to a mix (stored with its chunks to rebuild the filter after a restart)."""
-    if not leaves:
-        return b""
-    rows = np.frombuffer(b"".join(leaves), dtype=np.uint8).reshape(len(leaves), -1)
-    return rows[:, :DIGEST_LENGTH].tobytes()
 
 
 @dataclass(frozen=True)
@@ -240,8 +230,8 @@ class RelayMachine(ChunkReceiver, TracingMix):
         else:
             ok = [i for i, p in enumerate(results) if isinstance(p, bytes)]
             kept = [p for p in results if isinstance(p, bytes)]
-            if self.proven:  # kept for the trace (in memory: lost with a restart, and then
-                good = set(ok)  # untraced)
+            if self.proven:  # kept for the trace (after a restart derived from the store)
+                good = set(ok)
                 failed = tuple(items[i] for i in range(len(results)) if i not in good)
                 st.chunk_failed[token.batch.index] = failed
             inputs = (
@@ -347,4 +337,7 @@ class RelayMachine(ChunkReceiver, TracingMix):
                 actions.append(Persist((EraseKey(r),)))
             if st.batch is None and st.status in _HELD:
                 st.held_since = now  # the trace clock restarts with the node
+            # inputs that did not peel were kept in memory: the trace derives them from the
+            # stored chunks (intake_loaded), so that it still accuses them
+            st.failures_on_disk = proven and st.dropped > 0
         return m, actions

@@ -89,8 +89,11 @@ class RoundState:
     #: relay and sink: items of stored chunks dropped (replays, items that did not peel)
     dropped: int = 0
     #: relay on a chain with ownership proofs: inputs that did not peel, by chunk index
-    #: (memory only: after a restart they count as untraced)
+    #: (kept as they peel; after a restart derived from the stored chunks, see below)
     chunk_failed: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    #: relay on a chain with ownership proofs, restarted: chunks it had stored dropped items,
+    #: so some inputs that did not peel may be on disk only (derived with ``intake_loaded``)
+    failures_on_disk: bool = False
     #: relay: received chunks as signed, by index, for deliveries in the trace (read back
     #: from the store with ``chunk_inputs``)
     received: dict[int, ReceivedChunk] = field(default_factory=dict)

@@ -18,10 +18,11 @@ or, for an abort, tells the sink the round ends.
 
 On a chain with ownership proofs (``proven``) a mix also accuses every input that did not
 peel (``undecryptable`` or ``no-owner``, :func:`mixnet.blame.prove_failure`), and these are
-traced back and excluded like refused payloads. Items a mix dropped without evidence
-(replays; without ownership proofs, layers that do not open; inputs a restart forgot) are
-counted as ``untraced``: the entry mix aborts a round that has any, as no honest link may be
-revealed for them (``mixnet.blame``).
+traced back and excluded like refused payloads (a restarted relay derives them from its
+stored chunks: :func:`unpeeled_inputs`). Items a mix dropped without evidence (replays;
+without ownership proofs, layers that do not open) are counted as ``untraced``: the entry
+mix aborts a round that has any, as no honest link may be revealed for them
+(``mixnet.blame``).
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from dataclasses import dataclass
 from typing import Literal, cast
 
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
+from mixnet.chunk_signature import leaf_hashes
 from mixnet.core.actions import Action, LoadIntake, Persist, Prove, Reply, Send, Verify
 from mixnet.core.deliveries import ReceivedChunk, deliveries, judge
+from mixnet.core.digests import DIGEST_LENGTH, replay_digests
 from mixnet.core.intake import split_chunks
 from mixnet.core.records import (
     Chunk,
@@ -60,6 +63,7 @@ __all__ = [
     "TraceVerified",
     "TracingMix",
     "accusation_cap",
+    "unpeeled_inputs",
 ]
 
 #: Seconds a mix after the entry keeps a round's key and intake for the trace once its whole
@@ -73,6 +77,29 @@ def accusation_cap(chunk_size: int, mixes: int) -> int:
     and the reply must fit the frame a chunk of ``chunk_size`` items fits in. Bad payloads
     beyond it are reported as untraced (the round then aborts, with the reason)."""
     return max(1, chunk_size // (2 * max(1, mixes)))
+
+
+def unpeeled_inputs(chunk: Chunk) -> tuple[bytes, ...]:
+    """The inputs of a stored chunk that did not peel, in the order received: the items it
+    brought into the replay filter (its ``digests``; the others were replays) that are not
+    among its ``inputs`` (those that peeled). What a relay on a chain with ownership proofs
+    accuses as its own failures, derived from its store after a restart."""
+    if not chunk.dropped:
+        return ()
+    received = chunk.as_received()
+    brought = set(_each_digest(chunk.digests))
+    peeled = set(map(bytes, chunk.inputs))
+    failed: list[bytes] = []
+    digests = _each_digest(replay_digests(leaf_hashes(received)))
+    for item, digest in zip(received, digests, strict=True):
+        if digest in brought and item not in peeled:
+            brought.discard(digest)  # a repeat of it in the chunk was a replay
+            failed.append(bytes(item))
+    return tuple(failed)
+
+
+def _each_digest(blob: bytes) -> list[bytes]:
+    return [blob[at : at + DIGEST_LENGTH] for at in range(0, len(blob), DIGEST_LENGTH)]
 
 
 #: Statuses in which a mix's part of the trace is over (a repeated request is answered
@@ -194,6 +221,11 @@ class TracingMix(MixRounds):
                         st.received[chunk.index] = ReceivedChunk(
                             chunk.sender, chunk.index, chunk.as_received(), chunk.signature
                         )
+                    if st.failures_on_disk and chunk.index not in st.chunk_failed:
+                        failed = unpeeled_inputs(chunk)
+                        if failed:
+                            st.chunk_failed[chunk.index] = failed
+            st.failures_on_disk = False
             st.intake_loaded = True  # whatever was found: the step runs once more, not again
         args = token.args
         if token.event == "trace":
@@ -244,7 +276,7 @@ class TracingMix(MixRounds):
                 st.all_valid = not bad
             else:  # the usual round: every payload valid, nothing to prove, no inputs needed
                 st.all_valid = all(self.validator(payload) for payload in self._outputs(st))
-                if not st.all_valid or st.chunk_failed:
+                if not st.all_valid or st.chunk_failed or st.failures_on_disk:
                     return self._needs_intake(st, "trace", frame)
             cap = accusation_cap(self.chunk_size, self.hop + 1)
             failed, untraced = self._failed(st, cap)
@@ -277,6 +309,10 @@ class TracingMix(MixRounds):
             checked = BlameChecked(sent.round_id, reply)
             return [Verify(sent.round_id, (reply.evidence,), keys, checked)]
         if not reply.accusations:
+            if st.failures_on_disk:  # its own failures are to be read back first
+                load = self._needs_intake(st, "traced", sent, reply)
+                if load:
+                    return load
             cap = accusation_cap(self.chunk_size, self.hop + 1)
             failed, untraced = self._failed(st, cap)
             proved = TraceProved(sent.round_id, (), reply.untraced + untraced, len(failed))

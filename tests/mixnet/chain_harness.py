@@ -16,7 +16,7 @@ import itertools
 import random
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mixnet.blame import Accusation, Failure, Step
 from mixnet.core.actions import (
@@ -110,6 +110,14 @@ class MemoryStore:
             self._apply(w)
         self.writes += 1
 
+    def kept(self, actions: list[Action]) -> list[Action]:
+        """``actions``, after applying the writes of each :class:`Persist` among them (as
+        if each committed)."""
+        for action in actions:
+            if isinstance(action, Persist):
+                self.apply(action.writes)
+        return actions
+
     def _apply(self, w: Write) -> None:
         match w:
             case NewRound():
@@ -166,13 +174,19 @@ class MemoryStore:
             case PutResult():
                 self.results[w.round_id] = dict(w.result)
 
-    def records(self) -> NodeRecords:
+    def records(self, *, inputs: bool = True) -> NodeRecords:
+        """As :meth:`mixnet.store.NodeStore.records`: without ``inputs`` the chunks come
+        without their inputs, items as received and signature (as a relay recovers)."""
+
+        def chunk(c: Chunk) -> Chunk:
+            return c if inputs else replace(c, inputs=(), received=(), signature=b"")
+
         return NodeRecords(
             rounds=tuple(self.rounds[r] for r in sorted(self.rounds)),
             submissions={r: tuple(s) for r, s in self.submissions.items()},
             receipts={r: dict(c) for r, c in self.receipts.items()},
             chunks={
-                r: tuple(c[k] for k in sorted(c)) for r, c in self.chunks.items()
+                r: tuple(chunk(c[k]) for k in sorted(c)) for r, c in self.chunks.items()
             },
             outbound=dict(self.outbound),
             results=dict(self.results),
@@ -317,7 +331,8 @@ class MemoryChain:
         return VALUE + LAYER * (self.mixes - hop)
 
     def _boot(self, node: Node) -> None:
-        records = node.store.records()
+        # as the nodes recover: a mix's chunk inputs stay on disk (LoadIntake reads them)
+        records = node.store.records(inputs=node.index == self.mixes)
         actions: list[Action]
         if node.index == 0:
             node.machine, actions = EntryMachine.restore(

@@ -8,7 +8,7 @@ from nacl.signing import SigningKey
 
 from mixnet.blame import Accusation, Failure, Step
 from mixnet.chunk_signature import sign_chunk
-from mixnet.core.actions import Action, LoadIntake, Mix, Peel, Persist, Prove, Reply, Send, Verify
+from mixnet.core.actions import LoadIntake, Mix, Peel, Persist, Prove, Reply, Send, Verify
 from mixnet.core.deliveries import ChunkSigning, ReceivedChunk, deliveries, judge
 from mixnet.core.entry import EntryMachine
 from mixnet.core.items import Items
@@ -266,13 +266,7 @@ def test_a_restarted_relay_still_backs_its_accusation_with_the_delivery() -> Non
     its predecessor sent: the blame falls on the sender of the bad item, not on the relay
     (until store schema 7 a restarted relay had lost the signed chunks)."""
     disk = MemoryStore()
-
-    def kept(actions: list[Action]) -> list[Action]:
-        for action in actions:
-            if isinstance(action, Persist):
-                disk.apply(action.writes)
-        return actions
-
+    kept = disk.kept
     items = [item(RELAY_ITEM) for _ in range(3)]
     m = relay()
     kept([Persist((NewRound(R, S.OPEN, NOW, Keys("mix2", 2).secret(R)),))])  # as on_open_round

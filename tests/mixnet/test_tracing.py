@@ -5,13 +5,27 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import ClassVar
 
 import pytest
 
 from mixnet.blame import Accusation, Failure, Step
-from mixnet.core.actions import Action, Mix, Peel, Persist, Prove, Reply, Send, Verify
+from mixnet.chunk_signature import leaf_hashes
+from mixnet.core.actions import (
+    Action,
+    LoadIntake,
+    Mix,
+    Peel,
+    Persist,
+    Prove,
+    Reply,
+    Send,
+    Verify,
+)
+from mixnet.core.digests import replay_digests
 from mixnet.core.records import (
+    Chunk,
     DropIntake,
     DropOutbound,
     EraseKey,
@@ -23,7 +37,7 @@ from mixnet.core.records import (
 )
 from mixnet.core.relay import RelayMachine
 from mixnet.core.status import RoundStatus
-from mixnet.core.tracing import TraceProved
+from mixnet.core.tracing import TraceProved, unpeeled_inputs
 from mixnet.core.verdict import TRACE_RETRY, VerdictChecked
 from mixnet.errors import MixnetError, NotReady
 from mixnet.frames import (
@@ -38,6 +52,7 @@ from mixnet.frames import (
     RoundKeys,
     Trace,
 )
+from tests.mixnet.chain_harness import MemoryStore
 from tests.mixnet.test_machines import (
     DEADLINE_S,
     LAYER,
@@ -432,3 +447,130 @@ class TestOwnershipProofs:
     def test_without_ownership_proofs_a_failure_is_untraced(self) -> None:
         relay = proven_relay(last=True, items=self.items, failing=1, proven=False)
         assert read_back(relay, relay.on_trace(Trace(R), NOW)) == [Reply(Accused(R, (), 1))]
+
+
+def proven_relay_and_disk(
+    *, last: bool, items: Sequence[bytes], failing: int | None
+) -> tuple[RelayMachine, MemoryStore]:
+    """:func:`proven_relay` (``failing``: the position among the items peeled, if any), with
+    every write it asked for kept in a store."""
+    from mixnet.errors import DecryptionFailed
+
+    disk = MemoryStore()
+    kept = disk.kept
+    hop = 2 if last else 1
+    relay = proven_machine(hop, last)
+    kept(relay.on_open_round(OpenRound(R), NOW))
+    later = () if last else (announcement("mix3", 3, R),)
+    kept(relay.on_reply(OpenRound(R), RoundKeys(R, later), NOW))
+    peel = one(relay.on_batch(chunk_frame(0, items, chunks=1, count=len(items))), Peel)
+    results: list[bytes | MixnetError] = [i[:-LAYER] for i in peel.items]
+    if failing is not None:
+        results[failing] = DecryptionFailed("does not open")
+    persist = one(kept(relay.peeled(peel.token, results, NOW)), Persist)
+    stored(relay, persist)  # for read_back
+    mix = one(kept(relay.persisted(persist.token, NOW)), Mix)
+    acts = kept(relay.mixed(R, [list(mix.payloads)]))
+    if not last:
+        batch = one(acts, Send).frame
+        assert isinstance(batch, Batch)
+        kept(relay.on_reply(batch, BatchAck(R, 0), NOW))
+    return relay, disk
+
+
+def proven_machine(hop: int, last: bool) -> RelayMachine:
+    return RelayMachine(
+        name=f"mix{hop + 1}", predecessor=PRED, item_length=RELAY_ITEM, chunk_size=8,
+        keys=Keys(f"mix{hop + 1}", hop + 1), hop=hop, successor="sink" if last else "mix3",
+        last=last, validator=valid, proven=True,
+    )  # fmt: skip
+
+
+def restarted(disk: MemoryStore, *, last: bool) -> RelayMachine:
+    """The relay rebuilt from ``disk`` as a restarted node reads it (no chunk inputs)."""
+    hop = 2 if last else 1
+    machine, _ = RelayMachine.restore(
+        disk.records(inputs=False), NOW, name=f"mix{hop + 1}", predecessor=PRED,
+        item_length=RELAY_ITEM, chunk_size=8, keys=Keys(f"mix{hop + 1}", hop + 1), hop=hop,
+        successor="sink" if last else "mix3", last=last, validator=valid, proven=True,
+    )  # fmt: skip
+    return machine
+
+
+def loaded(machine: RelayMachine, disk: MemoryStore, actions: list[Action]) -> list[Action]:
+    """``actions`` must ask to read the round's intake back: what follows once it is."""
+    (load,) = actions
+    assert isinstance(load, LoadIntake) and load.round_id == R
+    return machine.intake_loaded(load.token, disk.records().chunks[R], NOW)
+
+
+class TestOwnershipProofsAfterARestart:
+    """A relay's inputs that did not peel are not kept apart on disk: a restarted relay
+    derives them from its stored chunks (items as received, the digests they brought into
+    the replay filter, the inputs that peeled) and accuses exactly what it would have
+    without the restart, instead of counting them as untraced (which aborted the round)."""
+
+    def items(self) -> list[bytes]:
+        a, b, c = (item(RELAY_ITEM) for _ in range(3))
+        return [a, b, a, c]  # the second a is a replay: dropped, and untraced either way
+
+    def test_the_last_mix_accuses_the_same_inputs(self) -> None:
+        items = self.items()
+        live, disk = proven_relay_and_disk(last=True, items=items, failing=1)
+        again = restarted(disk, last=True)
+        before = one(read_back(live, live.on_trace(Trace(R), NOW)), Prove)
+        after = one(loaded(again, disk, again.on_trace(Trace(R), NOW)), Prove)
+        assert list(after.items) == list(before.items) == [items[1]]
+        assert after.failures == before.failures == 1
+        evidence = Step(2, items[1], b"", b"")
+        expected = Reply(Accused(R, (Accusation(Failure.NO_OWNER, (evidence,)),), 1))
+        assert again.proved(after.token, [evidence], NOW) == [expected]
+        assert live.proved(before.token, [evidence], NOW) == [expected]
+
+    def test_a_relay_with_nothing_traced_downstream_accuses_its_own(self) -> None:
+        items = self.items()
+        live, disk = proven_relay_and_disk(last=False, items=items, failing=2)
+        again = restarted(disk, last=False)
+        assert again.status(R) is S.FORWARDED and again.rounds[R].failures_on_disk
+        assert again.on_trace(Trace(R), NOW) == [Send(Trace(R))]
+        after = one(loaded(again, disk, again.on_reply(Trace(R), Accused(R), NOW)), Prove)
+        read_back(live, live.on_trace(Trace(R), NOW))
+        before = one(read_back(live, live.on_reply(Trace(R), Accused(R), NOW)), Prove)
+        assert list(after.items) == list(before.items) == [items[3]]  # c, the third peeled
+        assert after.failures == before.failures == 1
+        revealed = step(1, items[3])
+        (answer,) = again.proved(after.token, [revealed], NOW)
+        assert answer == Reply(Accused(R, (Accusation(Failure.UNDECRYPTABLE, (revealed,)),), 1))
+
+    def test_a_relay_traces_accusations_and_its_own_failures(self) -> None:
+        items = self.items()
+        _, disk = proven_relay_and_disk(last=False, items=items, failing=0)
+        again = restarted(disk, last=False)
+        again.on_trace(Trace(R), NOW)
+        out = items[3][:-LAYER]
+        reply = Accused(R, (accusation_of(out),))
+        verify = one(again.on_reply(Trace(R), reply, NOW), Verify)
+        prove = one(loaded(again, disk, again.verified(verify.token, [True], NOW)), Prove)
+        assert list(prove.items) == [items[0], items[3]] and prove.failures == 1
+
+    def test_a_restart_without_drops_reads_nothing_back(self) -> None:
+        items = [item(RELAY_ITEM) for _ in range(3)]
+        _, disk = proven_relay_and_disk(last=True, items=items, failing=None)
+        again = restarted(disk, last=True)  # an honest round: no read back, nothing to say
+        assert not again.rounds[R].failures_on_disk
+        assert again.on_trace(Trace(R), NOW) == [Reply(Accused(R, (), 0))]
+
+
+def test_unpeeled_inputs_are_the_brought_items_that_did_not_peel() -> None:
+    """Of a stored chunk's items as received: replays (of another chunk, or a repeat in the
+    chunk) are not failures; items brought into the filter that are not among the inputs
+    are, each once, in the order received."""
+    a, b, c, d = (item(RELAY_ITEM) for _ in range(4))
+    received = [a, b, a, d, c, b]
+    digests = replay_digests(leaf_hashes(received))
+    brought = digests[0:16] + digests[16:32] + digests[64:80]  # a, b, c: d is another's
+    chunk = Chunk(PRED, 0, 1, 1, 6, dropped=4, payloads=(c[:-LAYER], a[:-LAYER]),
+                  digests=brought, inputs=(a, c), received=tuple(received))  # fmt: skip
+    assert unpeeled_inputs(chunk) == (b,)
+    assert unpeeled_inputs(replace(chunk, dropped=0)) == ()
+    assert unpeeled_inputs(replace(chunk, inputs=(a, b, c))) == ()
