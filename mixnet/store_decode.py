@@ -119,8 +119,15 @@ def chunk_from_row(row: Row) -> Chunk:
     payloads = unpack(blob, length, items)
     inputs_blob = _as(bytes, inputs)
     received_blob = _as(bytes, received)
-    width = stored_int(input_length)
-    if received_blob and (not width or len(received_blob) % width):
+    # the items as received are all the chunk carried (kept and dropped), of one length: the
+    # inputs' length, if any peeled (a chunk whose every item was dropped has no inputs)
+    carried = len(payloads) + stored_int(dropped)
+    width = len(received_blob) // carried if carried else 0
+    if received_blob and (
+        not width
+        or width * carried != len(received_blob)
+        or (inputs_blob and width != stored_int(input_length))
+    ):
         raise CorruptRow("a chunk's received items are corrupt")
     return Chunk(
         _as(str, sender),
@@ -134,7 +141,7 @@ def chunk_from_row(row: Row) -> Chunk:
         unpack(inputs_blob, input_length, len(payloads)) if inputs_blob else (),
         stored_int(excluded),
         _as(bytes, signature),
-        unpack(received_blob, width, len(received_blob) // width) if received_blob else (),
+        unpack(received_blob, width, carried) if received_blob else (),
     )
 
 

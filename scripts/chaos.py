@@ -50,6 +50,14 @@ reply. The entry mix must acknowledge it again (from its receipts) in the same r
 analyzer must count it once. Library users whose connection broke resend on their own; the
 table's ``resent`` column counts those resends (the probe's included).
 
+Poisoned submissions (``--poison``). The chain then runs with ownership proofs, and in every
+point one more client (the *poisoner*, before the users) submits a box whose first inner
+onion is random bytes at mix 2 (or, every other round of four points, at mix 3): that mix
+cannot peel it, keeps the failure for the trace, proves it (``no-owner``) and the trace
+excludes the submission. It takes one user's place in the round, is never counted, and the
+round must end with ``excluded = 1``, whichever node was killed when (a restarted relay
+derives its failed inputs from its store).
+
 Output: a table (kill point, node, phase, status at the kill, stored at kill, round,
 recovered, lost, doubled, resent, seconds), the line ``N of N recovered, 0 lost, 0 doubled``
 with the run time, and with ``--json PATH`` every detail as JSON. Exit code 0 if every point
@@ -66,6 +74,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import random
 import secrets
 import shutil
@@ -98,8 +107,9 @@ from cloaknet.encoding import encode_share
 from cloaknet.params import CloakParams
 from cloaknet.process_chain import stop_processes
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
-from mixnet.client import MAX_REPLY
+from mixnet.client import MAX_REPLY, RoundInfo
 from mixnet.link import Link
+from mixnet.onion import onion_length, seal_layer, wrap
 from mixnet.wire import encode_frame, get_int
 
 HOST = "127.0.0.1"
@@ -171,6 +181,25 @@ def healthy(port: int) -> bool:
 # --------------------------------------------------------------------------- the chain
 
 
+def poisoned_box(net: ChainClient, info: RoundInfo, hop: int, shape: Shape) -> bytes:
+    """A submission box for ``info``'s round whose first inner onion is random bytes at mix
+    ``hop`` (1: the middle mix, 2: the last; under valid layers before it); its other onions
+    carry zero shares. On a chain with ownership proofs that mix proves it cannot be peeled
+    (``no-owner``) and the trace excludes the whole submission."""
+    chain_id, r, keys = net.chain.config.chain_id, info.round_id, info.public_keys
+    width = net.chain.payload_length
+    items = [
+        wrap(encode_share(0, shape.modulus), keys[1:], chain_id=chain_id, round_id=r,
+             first_hop=1, proven=True)
+        for _ in range(shape.messages)
+    ]  # fmt: skip
+    bad = os.urandom(onion_length(width, len(keys) - hop, proven=True))
+    if hop > 1:
+        bad = wrap(bad, keys[1:hop], chain_id=chain_id, round_id=r, first_hop=1, proven=True)
+    items[0] = bad
+    return seal_layer(b"".join(items), keys[0], chain_id=chain_id, round_id=r, hop_index=0)
+
+
 @dataclass(frozen=True)
 class Shape:
     """The rounds every chain of the run carries."""
@@ -178,6 +207,8 @@ class Shape:
     users: int
     messages: int
     chunk_size: int
+    #: one poisoned submission per round, on a chain with ownership proofs (``--poison``)
+    poison: bool = False
 
     @property
     def window(self) -> int:
@@ -243,8 +274,8 @@ class Chain:
         keys = generate_node_keys(directory, MIXES)
         ports = free_ports(len(NODES))
         self.ports = dict(zip(NODES, ports, strict=True))
-        policy = RoundPolicy(
-            min_users=shape.users,
+        policy = RoundPolicy(  # a round closes at max_users; the poisoner's exclusion leaves
+            min_users=shape.users - shape.poison,  # one fewer, which must still be enough
             max_users=shape.users,
             deadline_seconds=3600.0,
             below_min="wait",
@@ -257,6 +288,7 @@ class Chain:
             policy=policy,
             sections={},
             sink_table=SINK_TABLE,
+            ownership_proofs=shape.poison,
         )
         self.chain_path = directory / "chain.toml"
         write_chain_file(self.chain_path, config, shape.params())
@@ -575,6 +607,8 @@ class Driver:
         chain, shape = self.chain, self.shape
         slots = self.slots_of(point)
         probe_slot, user_slots = slots[0], slots[1:]
+        if shape.poison:  # the poisoner takes the last user's place in the round
+            user_slots = user_slots[:-1]
         pending: list[asyncio.Future[Any]] = []
         async with connect(
             chain.chain_path, connections=4, retry_for=self.args.point_timeout
@@ -582,6 +616,8 @@ class Driver:
             info = await net.mixnet.current_round(refresh=True)
             point.round = round_id = info.round_id
             point.checks.append(f"round {round_id} open")
+            if shape.poison:
+                await self._send_poison(point, net, info)
             probe_id = f"p{point.index}-probe"
             payloads = [encode_share(y, shape.modulus) for y in self.shares(4**probe_slot)]
             box = await asyncio.to_thread(net.mixnet.wrap, payloads, info)
@@ -608,6 +644,23 @@ class Driver:
             finally:
                 for task in pending:
                     task.cancel()
+
+    async def _send_poison(self, point: Point, net: ChainClient, info: RoundInfo) -> None:
+        """The poisoner's submission into the point's round (acknowledged before any user's):
+        its first inner onion is garbage at mix 2 or mix 3 (:func:`poisoned_box`)."""
+        hop = 1 + (point.index - 1) // len(KINDS) % 2
+        point.checks.append(f"poisoner submits garbage for hop {hop}")
+        box = await asyncio.to_thread(poisoned_box, net, info, hop, self.shape)
+        frame = {"type": "submit", "round": info.round_id, "client": f"p{point.index}-poison",
+                 "box": box}  # fmt: skip
+        link = Link(self.chain.url(MIXES[0]), max_size=MAX_REPLY, name="chaos-poisoner",
+                    retry_for=self.args.point_timeout)  # fmt: skip
+        try:
+            reply = await link.request(frame, expect="accepted")
+        finally:
+            await link.close()
+        if reply.get("round") != info.round_id:
+            raise ChaosError(f"the poisoner was acknowledged as {reply!r}")
 
     async def _finish_point(
         self,
@@ -848,8 +901,15 @@ class Driver:
                 continue  # its acknowledged submissions stay uncounted: lost
             raw = result.raw
             point.results[str(round_id)] = {
-                k: raw.get(k) for k in ("status", "users", "raw_sum", "estimate_exact")
+                k: raw.get(k)
+                for k in ("status", "users", "raw_sum", "estimate_exact", "excluded")
             }
+            poisoned = int(self.shape.poison and round_id == point.round)
+            if raw.get("excluded", 0) != poisoned:
+                problems.append(
+                    f"round {round_id}: {raw.get('excluded', 0)} submissions excluded, "
+                    f"expected {poisoned}"
+                )
             total = int(str(raw.get("raw_sum")))
             expected = sum(4**s.slot for s in subs if s.slot is not None)
             if result.users != len(subs):
@@ -971,6 +1031,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--time-limit", type=float, default=900.0,
         help="seconds for the whole run; later points are not run (default 900)",
     )
+    p.add_argument(
+        "--poison", action="store_true",
+        help="ownership proofs on, and one poisoned submission per round that the trace "
+        "must exclude (see the module docstring)",
+    )
     p.add_argument("--json", type=Path, default=None, help="write every detail here")
     p.add_argument("--keep", action="store_true", help="keep the chain directories")
     p.add_argument("--quiet", action="store_true", help="no per-point progress lines")
@@ -979,6 +1044,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--points must be >= 1")
     if not 2 <= args.users <= MAX_SLOTS:
         p.error(f"--users must be in 2..{MAX_SLOTS}")
+    if args.poison and args.users < 3:
+        p.error("--poison needs --users >= 3 (the probe, a user and the poisoner)")
+    if args.poison and args.chunk_size < args.messages:
+        p.error("--poison needs --chunk-size >= --messages (the exclude frame carries the "
+                "poisoner's m items, and holds at most a chunk)")
     if args.messages < 4:
         p.error("--messages must be >= 4")
     if not 1 <= args.chunk_size <= 65536:
@@ -993,7 +1063,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
-    shape = Shape(args.users, args.messages, args.chunk_size)
+    shape = Shape(args.users, args.messages, args.chunk_size, args.poison)
     plan = schedule(args.points, args.seed)
     processes = Processes()
     console = Console(width=150)
@@ -1032,6 +1102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "users": shape.users,
             "messages": shape.messages,
             "chunk_size": shape.chunk_size,
+            "poison": shape.poison,
             "modulus": str(shape.modulus),
             "precision": str(shape.precision),
             "directory": str(driver.base) if driver is not None else None,

@@ -7,8 +7,9 @@ checks every accusation it gets back (:class:`~mixnet.core.actions.Verify`), map
 accused hop-1 item to the submission it came from, and sends ``exclude`` with every item of
 those submissions; once the chain answered, the round is ``CONFIRMED`` and its intake is
 erased. It aborts the round instead (``exclude`` with a reason) when a mix is blamed, when
-items were dropped downstream without evidence, or when fewer than ``min_users``
-submissions would remain.
+items were dropped downstream without evidence, when fewer than ``min_users``
+submissions would remain, or when the excluded submissions' items would not fit one
+``exclude`` frame (at most ``chunk_size`` items, what every mix accepts).
 """
 
 from __future__ import annotations
@@ -176,6 +177,12 @@ class EntryVerdict(MixRounds):
                 f"than min_users = {self.policy.min_users}",
             )
         items = tuple(item for client in excluded for item in st.submissions[client])
+        if len(items) > self.policy.chunk_size:  # one exclude frame carries at most a chunk
+            return self._conclude(
+                st,
+                f"{len(excluded)} submissions were excluded; their {len(items)} items are more "
+                f"than one exclude frame carries (chunk_size = {self.policy.chunk_size})",
+            )
         return [Send(Exclude(st.round_id, items, len(excluded)))]
 
     def _conclude(self, st: RoundState, reason: str) -> list[Action]:

@@ -70,3 +70,28 @@ def test_sigkill_of_every_node_kind_loses_and_doubles_nothing(tmp_path: Path) ->
     # every node process the driver started was stopped, and its directory removed
     assert processes_mentioning(data["directory"]) == []
     assert not Path(data["directory"]).exists()
+
+
+@pytest.mark.slow
+def test_sigkill_on_a_proven_chain_still_excludes_the_poisoned_submission(
+    tmp_path: Path,
+) -> None:
+    """``--poison``: ownership proofs on, and each round carries a submission with a garbage
+    layer at mix 2 (points 1–4) that the trace must exclude whatever node is killed when —
+    a middle mix killed after storing its chunks derives the failure from its store."""
+    report = tmp_path / "chaos.json"
+    code, out, err = run_chaos("--points", "4", "--seed", "5", "--users", "4", "--poison",
+                               "--chunk-size", "8", "--point-timeout", "40",
+                               "--time-limit", "55", "--json", str(report), timeout=90)
+    data = json.loads(report.read_text())
+    failures = [
+        {k: p[k] for k in ("index", "node", "phase", "stored", "error", "checks", "log_warnings")}
+        for p in data["points"] if not p["recovered"]
+    ]
+    assert code == 0, json.dumps(failures, indent=1)[-6000:] + err[-2000:]
+    assert data["poison"] is True and "4 of 4 recovered, 0 lost, 0 doubled" in out
+    for p in data["points"]:
+        assert "poisoner submits garbage for hop 1" in p["checks"]
+        poisoned = p["results"][str(p["round"])]
+        assert poisoned["status"] == "ok" and poisoned["excluded"] == 1
+        assert poisoned["users"] == 3  # the probe and two users; the poisoner left out

@@ -569,6 +569,9 @@ class MemoryChain:
                     raise outcome
                 return outcome
             case Send():
+                frame = action.frame
+                if isinstance(frame, Exclude):  # what every node's frame limits allow
+                    assert len(frame.items) <= self.policy.chunk_size, "exclude over a chunk"
                 ex = self._new_exchange(node.index, node.index + 1, action.frame)
                 task.waiting = ex
                 return []

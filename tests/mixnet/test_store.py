@@ -336,15 +336,21 @@ def test_a_relays_chunk_keeps_its_inputs_signature_and_the_chunk_as_received(
                   inputs=inputs, signature=bytes(range(64)))  # fmt: skip
     short = Chunk("m1", 1, chunks=2, clients=1, count=5, dropped=1, payloads=(b"r", b"s"),
                   inputs=inputs, signature=bytes(64), received=(*inputs, b"k" * 8))  # fmt: skip
+    # every item dropped (replays, or layers that did not open): no inputs, all as received
+    gone = Chunk("m1", 2, chunks=3, clients=1, count=5, dropped=1, payloads=(),
+                 signature=bytes(64), received=(b"k" * 8,))  # fmt: skip
     ok(store, [new(1), new(2), AddChunk(1, short), AddChunk(1, whole), AddChunk(2, chunk("m", 0))])
     assert store.records().chunks[1] == (whole, short)
     assert store.chunks(1) == (whole, short) and store.chunks(3) == ()
+    ok(store, [AddChunk(1, gone)])
+    assert store.chunks(1) == (whole, short, gone) and gone.as_received() == (b"k" * 8,)
     assert store.chunks(2) == (chunk("m", 0),)
     assert whole.as_received() == inputs and short.as_received() == (*inputs, b"k" * 8)
     # a relay's recovery reads them without their inputs (its trace reads those back)
     bare = replace(short, inputs=(), signature=b"", received=())
     assert store.records(inputs=False).chunks[1] == (replace(whole, inputs=(), signature=b""),
-                                                     bare)  # fmt: skip
+                                                     bare, replace(gone, signature=b"",
+                                                                   received=()))  # fmt: skip
     for bad, match in [
         (replace(whole, index=1, signature=b"s" * 63), "64 bytes"),
         (replace(short, received=inputs), "all it carried"),
@@ -733,6 +739,7 @@ def test_corrupt_round_is_a_store_error(store: NodeStore, db: Path, sql: str) ->
     [
         "UPDATE submissions SET item_count = item_count + 1",
         "UPDATE chunks SET item_length = 3",
+        "UPDATE chunks SET received = x'00010203'",  # 3 items carried: not 4 bytes
         "UPDATE outbound_chunks SET payloads = x'00'",
         "UPDATE outbound_chunks SET acked = 2",
         "UPDATE receipts SET digest = 'text'",

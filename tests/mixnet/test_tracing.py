@@ -310,6 +310,16 @@ class TestEntry:
         exclude = one(m.verified(verify.token, [True, True], NOW), Send).frame  # type: ignore[attr-defined]
         assert isinstance(exclude, Exclude) and "fewer than min_users = 2" in exclude.abort
 
+    def test_more_items_than_one_exclude_frame_carries_abort(self) -> None:
+        m, subs = self.forwarded()
+        items = len(subs["b"])  # a chunk smaller than one submission: no frame carries it
+        m.policy = replace(m.policy, chunk_size=items - 1)  # type: ignore[attr-defined]
+        acc = Accusation(Failure.INVALID_PAYLOAD, (step(1, subs["b"][1]),))
+        verify = one(m.on_reply(Trace(1), Accused(1, (acc,)), NOW), Verify)  # type: ignore[attr-defined]
+        exclude = one(m.verified(verify.token, [True], NOW), Send).frame  # type: ignore[attr-defined]
+        assert isinstance(exclude, Exclude) and exclude.items == ()
+        assert f"their {items} items are more than one exclude frame carries" in exclude.abort
+
     def test_a_not_ready_chain_is_asked_again(self) -> None:
         m, _ = self.forwarded()
         err: MixnetError = NotReady("round 1 is mixed here")
