@@ -50,13 +50,14 @@ reply. The entry mix must acknowledge it again (from its receipts) in the same r
 analyzer must count it once. Library users whose connection broke resend on their own; the
 table's ``resent`` column counts those resends (the probe's included).
 
-Poisoned submissions (``--poison``). The chain then runs with ownership proofs, and in every
-point one more client (the *poisoner*, before the users) submits a box whose first inner
-onion is random bytes at mix 2 (or, every other round of four points, at mix 3): that mix
-cannot peel it, keeps the failure for the trace, proves it (``no-owner``) and the trace
-excludes the submission. It takes one user's place in the round, is never counted, and the
-round must end with ``excluded = 1``, whichever node was killed when (a restarted relay
-derives its failed inputs from its store).
+Poisoned submissions (``--poison layer`` or ``--poison payload``). In every point one more
+client (the *poisoner*, before the users) submits a submission the trace must exclude: with
+``layer`` the chain runs with ownership proofs and the box's first inner onion is random bytes
+at mix 2 (or, every other round of four points, at mix 3): that mix cannot peel it, keeps the
+failure for the trace and proves it (``no-owner``); with ``payload`` (a chain without proofs)
+every layer opens but one share is not reduced mod N, which the analyzer's validator at the
+last mix refuses (``invalid-payload``). The poisoner takes one user's place in the round, is
+never counted, and the round must end with ``excluded = 1``, whichever node was killed when.
 
 Output: a table (kill point, node, phase, status at the kill, stored at kill, round,
 recovered, lost, doubled, resent, seconds), the line ``N of N recovered, 0 lost, 0 doubled``
@@ -181,6 +182,14 @@ def healthy(port: int) -> bool:
 # --------------------------------------------------------------------------- the chain
 
 
+def bad_payload_box(net: ChainClient, info: RoundInfo, shape: Shape) -> bytes:
+    """A submission box for ``info``'s round whose first share is not reduced mod N (all
+    ones): every layer opens, and the last mix's validator refuses the payload."""
+    width = len(encode_share(0, shape.modulus))
+    payloads = [b"\xff" * width] + [encode_share(0, shape.modulus)] * (shape.messages - 1)
+    return net.mixnet.wrap(payloads, info)
+
+
 def poisoned_box(net: ChainClient, info: RoundInfo, hop: int, shape: Shape) -> bytes:
     """A submission box for ``info``'s round whose first inner onion is random bytes at mix
     ``hop`` (1: the middle mix, 2: the last; under valid layers before it); its other onions
@@ -207,8 +216,9 @@ class Shape:
     users: int
     messages: int
     chunk_size: int
-    #: one poisoned submission per round, on a chain with ownership proofs (``--poison``)
-    poison: bool = False
+    #: one poisoned submission per round (``--poison``): a garbage ``layer`` (on a chain with
+    #: ownership proofs) or a ``payload`` the validator refuses; ``None``: none
+    poison: str | None = None
 
     @property
     def window(self) -> int:
@@ -275,7 +285,7 @@ class Chain:
         ports = free_ports(len(NODES))
         self.ports = dict(zip(NODES, ports, strict=True))
         policy = RoundPolicy(  # a round closes at max_users; the poisoner's exclusion leaves
-            min_users=shape.users - shape.poison,  # one fewer, which must still be enough
+            min_users=shape.users - bool(shape.poison),  # one fewer, which must still do
             max_users=shape.users,
             deadline_seconds=3600.0,
             below_min="wait",
@@ -288,7 +298,7 @@ class Chain:
             policy=policy,
             sections={},
             sink_table=SINK_TABLE,
-            ownership_proofs=shape.poison,
+            ownership_proofs=shape.poison == "layer",
         )
         self.chain_path = directory / "chain.toml"
         write_chain_file(self.chain_path, config, shape.params())
@@ -647,10 +657,15 @@ class Driver:
 
     async def _send_poison(self, point: Point, net: ChainClient, info: RoundInfo) -> None:
         """The poisoner's submission into the point's round (acknowledged before any user's):
-        its first inner onion is garbage at mix 2 or mix 3 (:func:`poisoned_box`)."""
-        hop = 1 + (point.index - 1) // len(KINDS) % 2
-        point.checks.append(f"poisoner submits garbage for hop {hop}")
-        box = await asyncio.to_thread(poisoned_box, net, info, hop, self.shape)
+        its first inner onion is garbage at mix 2 or mix 3 (:func:`poisoned_box`), or its
+        first share a payload the validator refuses (:func:`bad_payload_box`)."""
+        if self.shape.poison == "payload":
+            point.checks.append("poisoner submits a share that is not reduced mod N")
+            box = await asyncio.to_thread(bad_payload_box, net, info, self.shape)
+        else:
+            hop = 1 + (point.index - 1) // len(KINDS) % 2
+            point.checks.append(f"poisoner submits garbage for hop {hop}")
+            box = await asyncio.to_thread(poisoned_box, net, info, hop, self.shape)
         frame = {"type": "submit", "round": info.round_id, "client": f"p{point.index}-poison",
                  "box": box}  # fmt: skip
         link = Link(self.chain.url(MIXES[0]), max_size=MAX_REPLY, name="chaos-poisoner",
@@ -904,7 +919,7 @@ class Driver:
                 k: raw.get(k)
                 for k in ("status", "users", "raw_sum", "estimate_exact", "excluded")
             }
-            poisoned = int(self.shape.poison and round_id == point.round)
+            poisoned = int(bool(self.shape.poison) and round_id == point.round)
             if raw.get("excluded", 0) != poisoned:
                 problems.append(
                     f"round {round_id}: {raw.get('excluded', 0)} submissions excluded, "
@@ -1032,9 +1047,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds for the whole run; later points are not run (default 900)",
     )
     p.add_argument(
-        "--poison", action="store_true",
-        help="ownership proofs on, and one poisoned submission per round that the trace "
-        "must exclude (see the module docstring)",
+        "--poison", choices=("layer", "payload"), default=None,
+        help="one poisoned submission per round that the trace must exclude: a garbage "
+        "layer (the chain then has ownership proofs) or a payload the validator refuses "
+        "(see the module docstring)",
     )
     p.add_argument("--json", type=Path, default=None, help="write every detail here")
     p.add_argument("--keep", action="store_true", help="keep the chain directories")

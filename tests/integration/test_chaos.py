@@ -73,15 +73,21 @@ def test_sigkill_of_every_node_kind_loses_and_doubles_nothing(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_sigkill_on_a_proven_chain_still_excludes_the_poisoned_submission(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("poison", "check"),
+    [("layer", "poisoner submits garbage for hop 1"),
+     ("payload", "poisoner submits a share that is not reduced mod N")],
+)  # fmt: skip
+def test_sigkill_still_excludes_the_poisoned_submission(
+    tmp_path: Path, poison: str, check: str
 ) -> None:
-    """``--poison``: ownership proofs on, and each round carries a submission with a garbage
-    layer at mix 2 (points 1–4) that the trace must exclude whatever node is killed when —
-    a middle mix killed after storing its chunks derives the failure from its store."""
+    """``--poison``: each round carries a submission the trace must exclude — a garbage
+    layer at mix 2 on a chain with ownership proofs (a middle mix killed after storing its
+    chunks derives that failure from its store), or a share the validator refuses — whatever
+    node is killed when."""
     report = tmp_path / "chaos.json"
     code, out, err = run_chaos("--points", "4", "--seed", "5", "--users", "4", "--poison",
-                               "--chunk-size", "8", "--point-timeout", "40",
+                               poison, "--chunk-size", "8", "--point-timeout", "40",
                                "--time-limit", "55", "--json", str(report), timeout=90)
     data = json.loads(report.read_text())
     failures = [
@@ -89,9 +95,9 @@ def test_sigkill_on_a_proven_chain_still_excludes_the_poisoned_submission(
         for p in data["points"] if not p["recovered"]
     ]
     assert code == 0, json.dumps(failures, indent=1)[-6000:] + err[-2000:]
-    assert data["poison"] is True and "4 of 4 recovered, 0 lost, 0 doubled" in out
+    assert data["poison"] == poison and "4 of 4 recovered, 0 lost, 0 doubled" in out
     for p in data["points"]:
-        assert "poisoner submits garbage for hop 1" in p["checks"]
+        assert check in p["checks"]
         poisoned = p["results"][str(p["round"])]
         assert poisoned["status"] == "ok" and poisoned["excluded"] == 1
         assert poisoned["users"] == 3  # the probe and two users; the poisoner left out
