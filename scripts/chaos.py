@@ -59,6 +59,11 @@ every layer opens but one share is not reduced mod N, which the analyzer's valid
 last mix refuses (``invalid-payload``). The poisoner takes one user's place in the round, is
 never counted, and the round must end with ``excluded = 1``, whichever node was killed when.
 
+TLS (``--tls``). Every node then serves ``wss://`` (and its HTTP routes over HTTPS) with a
+certificate issued by a CA made for the chain (trustme), which the chain file's ``[tls]``
+names: every link between nodes, the client library and the driver's own connections speak
+TLS, through every kill and restart.
+
 Output: a table (kill point, node, phase, status at the kill, stored at kill, round,
 recovered, lost, doubled, resent, seconds), the line ``N of N recovered, 0 lost, 0 doubled``
 with the run time, and with ``--json PATH`` every detail as JSON. Exit code 0 if every point
@@ -82,6 +87,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -111,6 +117,7 @@ from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 from mixnet.client import MAX_REPLY, RoundInfo
 from mixnet.link import Link
 from mixnet.onion import onion_length, seal_layer, wrap
+from mixnet.tls import TlsConfig, client_context
 from mixnet.wire import encode_frame, get_int
 
 HOST = "127.0.0.1"
@@ -164,22 +171,45 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def get_json(port: int, path: str, timeout: float = 1.0) -> object:
-    url = f"http://{HOST}:{port}{path}"
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # loopback only
+def get_json(
+    port: int, path: str, timeout: float = 1.0, tls: ssl.SSLContext | None = None
+) -> object:
+    """GET a node's JSON route (over HTTPS, trusting ``tls``'s CA, when the chain is TLS)."""
+    url = f"{'https' if tls else 'http'}://{HOST}:{port}{path}"
+    with urllib.request.urlopen(url, timeout=timeout, context=tls) as response:  # loopback
         data: object = json.loads(response.read())
         return data
 
 
-def healthy(port: int) -> bool:
+def healthy(port: int, tls: ssl.SSLContext | None = None) -> bool:
+    url = f"{'https' if tls else 'http'}://{HOST}:{port}/healthz"
     try:
-        with urllib.request.urlopen(f"http://{HOST}:{port}/healthz", timeout=1.0) as response:
+        with urllib.request.urlopen(url, timeout=1.0, context=tls) as response:
             return bool(response.status == 200)
     except (OSError, urllib.error.URLError):
         return False
 
 
 # --------------------------------------------------------------------------- the chain
+
+
+def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """A CA made for this chain and a certificate it issued for 127.0.0.1, written to
+    ``directory`` as ``ca.pem``, ``cert.pem`` and ``key.pem`` (trustme, a test dependency).
+
+    :raises ChaosError: trustme is not installed.
+    """
+    try:
+        import trustme
+    except ImportError:
+        raise ChaosError("--tls needs trustme (pip install -e '.[test]')") from None
+    ca = trustme.CA()
+    issued = ca.issue_cert(HOST)
+    paths = directory / "ca.pem", directory / "cert.pem", directory / "key.pem"
+    ca.cert_pem.write_to_path(str(paths[0]))
+    issued.cert_chain_pems[0].write_to_path(str(paths[1]))
+    issued.private_key_pem.write_to_path(str(paths[2]))
+    return paths
 
 
 def bad_payload_box(net: ChainClient, info: RoundInfo, shape: Shape) -> bytes:
@@ -219,6 +249,8 @@ class Shape:
     #: one poisoned submission per round (``--poison``): a garbage ``layer`` (on a chain with
     #: ownership proofs) or a ``payload`` the validator refuses; ``None``: none
     poison: str | None = None
+    #: every node serves wss:// (and HTTPS) with a certificate of a CA made for the chain
+    tls: bool = False
 
     @property
     def window(self) -> int:
@@ -284,6 +316,13 @@ class Chain:
         keys = generate_node_keys(directory, MIXES)
         ports = free_ports(len(NODES))
         self.ports = dict(zip(NODES, ports, strict=True))
+        #: what the driver's own connections trust (``None``: plain ws:// and HTTP)
+        self.client_tls: ssl.SSLContext | None = None
+        tls_config, serve_with = None, []
+        if shape.tls:
+            ca, cert, key = make_certificates(directory)
+            tls_config, self.client_tls = TlsConfig(ca), client_context(ca)
+            serve_with = ["--tls-cert", str(cert), "--tls-key", str(key)]
         policy = RoundPolicy(  # a round closes at max_users; the poisoner's exclusion leaves
             min_users=shape.users - bool(shape.poison),  # one fewer, which must still do
             max_users=shape.users,
@@ -299,6 +338,7 @@ class Chain:
             sections={},
             sink_table=SINK_TABLE,
             ownership_proofs=shape.poison == "layer",
+            tls=tls_config,
         )
         self.chain_path = directory / "chain.toml"
         write_chain_file(self.chain_path, config, shape.params())
@@ -312,11 +352,11 @@ class Chain:
             ]
             if name != ANALYZER:
                 command += ["--key", str(directory / f"{name}.key")]
-            self.commands[name] = command
+            self.commands[name] = command + serve_with
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def url(self, name: str) -> str:
-        return f"ws://{HOST}:{self.ports[name]}"
+        return f"{'wss' if self.shape.tls else 'ws'}://{HOST}:{self.ports[name]}"
 
     def log_path(self, name: str) -> Path:
         return self.directory / f"{name}.log"
@@ -334,7 +374,7 @@ class Chain:
         waiting = list(names)
         while waiting:
             self.check_alive()
-            waiting = [n for n in waiting if not healthy(self.ports[n])]
+            waiting = [n for n in waiting if not healthy(self.ports[n], self.client_tls)]
             if waiting and time.monotonic() > limit:
                 raise ChaosError(f"{', '.join(waiting)} did not answer /healthz in {timeout:.0f} s")
             if waiting:
@@ -363,7 +403,7 @@ class Chain:
 
     def status(self, name: str) -> dict[str, Any] | None:
         try:
-            data = get_json(self.ports[name], "/status")
+            data = get_json(self.ports[name], "/status", tls=self.client_tls)
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) else None
@@ -638,7 +678,8 @@ class Driver:
                 del probe_frame["type"]
                 probe_frame = {"type": "submit-many", "submissions": [probe_frame]}
             raw = await ws_connect(
-                chain.url(MIXES[0]), compression=None, max_size=MAX_REPLY, proxy=None
+                chain.url(MIXES[0]), compression=None, max_size=MAX_REPLY, proxy=None,
+                ssl=chain.client_tls,
             )
             try:
                 users, killed_at = await self._submit_and_kill(
@@ -669,7 +710,8 @@ class Driver:
         frame = {"type": "submit", "round": info.round_id, "client": f"p{point.index}-poison",
                  "box": box}  # fmt: skip
         link = Link(self.chain.url(MIXES[0]), max_size=MAX_REPLY, name="chaos-poisoner",
-                    retry_for=self.args.point_timeout)  # fmt: skip
+                    retry_for=self.args.point_timeout,
+                    ssl_context=self.chain.client_tls)  # fmt: skip
         try:
             reply = await link.request(frame, expect="accepted")
         finally:
@@ -702,6 +744,7 @@ class Driver:
             max_size=MAX_REPLY,
             name="chaos-probe",
             retry_for=self.args.point_timeout,
+            ssl_context=chain.client_tls,
         )
         try:
             reply = await link.request(probe_frame, expect="receipts" if many else "accepted")
@@ -1052,6 +1095,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "layer (the chain then has ownership proofs) or a payload the validator refuses "
         "(see the module docstring)",
     )
+    p.add_argument(
+        "--tls", action="store_true",
+        help="every node serves wss:// and HTTPS, with a certificate of a CA made for the "
+        "chain (needs trustme, a test dependency)",
+    )
     p.add_argument("--json", type=Path, default=None, help="write every detail here")
     p.add_argument("--keep", action="store_true", help="keep the chain directories")
     p.add_argument("--quiet", action="store_true", help="no per-point progress lines")
@@ -1079,7 +1127,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
-    shape = Shape(args.users, args.messages, args.chunk_size, args.poison)
+    shape = Shape(args.users, args.messages, args.chunk_size, args.poison, args.tls)
     plan = schedule(args.points, args.seed)
     processes = Processes()
     console = Console(width=150)
@@ -1119,6 +1167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "messages": shape.messages,
             "chunk_size": shape.chunk_size,
             "poison": shape.poison,
+            "tls": shape.tls,
             "modulus": str(shape.modulus),
             "precision": str(shape.precision),
             "directory": str(driver.base) if driver is not None else None,

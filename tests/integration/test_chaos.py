@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,20 +44,26 @@ def run_chaos(*args: str, timeout: float) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-@pytest.mark.slow
-def test_sigkill_of_every_node_kind_loses_and_doubles_nothing(tmp_path: Path) -> None:
+def four_points(tmp_path: Path, *args: str) -> dict[str, Any]:
+    """Run the driver for 4 points (one per node kind) with ``args``: its JSON report, once
+    it exited 0 and printed that every point recovered (else the failed points' details)."""
     report = tmp_path / "chaos.json"
-    code, out, err = run_chaos("--points", "4", "--seed", "7", "--users", "6",
-                               "--point-timeout", "40", "--time-limit", "55",
-                               "--json", str(report), timeout=90)
-    data = json.loads(report.read_text())
+    code, out, err = run_chaos("--points", "4", *args, "--point-timeout", "40",
+                               "--time-limit", "55", "--json", str(report), timeout=90)
+    data: dict[str, Any] = json.loads(report.read_text())
     failures = [
         {k: p[k] for k in ("index", "node", "phase", "stored", "error", "checks", "log_warnings")}
         for p in data["points"] if not p["recovered"]
     ]
     assert code == 0, json.dumps(failures, indent=1)[-6000:] + err[-2000:]
-    assert data["summary"] == "4 of 4 recovered, 0 lost, 0 doubled"
     assert "4 of 4 recovered, 0 lost, 0 doubled" in out
+    return data
+
+
+@pytest.mark.slow
+def test_sigkill_of_every_node_kind_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    data = four_points(tmp_path, "--seed", "7", "--users", "6")
+    assert data["summary"] == "4 of 4 recovered, 0 lost, 0 doubled"
     points = data["points"]
     assert [p["node"] for p in points] == ["entry", "middle", "last", "analyzer"]
     for p in points:
@@ -85,19 +92,20 @@ def test_sigkill_still_excludes_the_poisoned_submission(
     layer at mix 2 on a chain with ownership proofs (a middle mix killed after storing its
     chunks derives that failure from its store), or a share the validator refuses — whatever
     node is killed when."""
-    report = tmp_path / "chaos.json"
-    code, out, err = run_chaos("--points", "4", "--seed", "5", "--users", "4", "--poison",
-                               poison, "--chunk-size", "8", "--point-timeout", "40",
-                               "--time-limit", "55", "--json", str(report), timeout=90)
-    data = json.loads(report.read_text())
-    failures = [
-        {k: p[k] for k in ("index", "node", "phase", "stored", "error", "checks", "log_warnings")}
-        for p in data["points"] if not p["recovered"]
-    ]
-    assert code == 0, json.dumps(failures, indent=1)[-6000:] + err[-2000:]
-    assert data["poison"] == poison and "4 of 4 recovered, 0 lost, 0 doubled" in out
+    data = four_points(tmp_path, "--seed", "5", "--users", "4", "--poison", poison,
+                          "--chunk-size", "8")  # fmt: skip
+    assert data["poison"] == poison
     for p in data["points"]:
         assert check in p["checks"]
         poisoned = p["results"][str(p["round"])]
         assert poisoned["status"] == "ok" and poisoned["excluded"] == 1
         assert poisoned["users"] == 3  # the probe and two users; the poisoner left out
+
+
+@pytest.mark.slow
+def test_sigkill_over_tls_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    """``--tls``: every link, the client library and the driver speak wss:// (HTTPS for the
+    routes) with a CA made for the chain, through every kill and restart."""
+    data = four_points(tmp_path, "--seed", "7", "--users", "4", "--tls")
+    assert data["tls"] is True
+    assert all(p["resent"] >= 1 for p in data["points"])
