@@ -388,8 +388,9 @@ def to_wire(frame: Frame) -> dict[str, object]:
 @dataclass(frozen=True)
 class FrameLimits:
     """What a node accepts: submission boxes of ``submission_length`` bytes, batch chunks
-    of at most ``chunk_items`` items of ``item_length`` bytes, and ``announcements`` round
-    keys at most in a ``round-keys`` reply."""
+    of at most ``chunk_items`` items of ``item_length`` bytes, ``exclude`` frames of at most
+    ``exclude_items`` such items (0: ``chunk_items``), and ``announcements`` round keys at
+    most in a ``round-keys`` reply."""
 
     chain_id: str
     submission_length: int = 0
@@ -397,6 +398,7 @@ class FrameLimits:
     chunk_items: int = 0
     announcements: int = 0
     mixes: int = 0
+    exclude_items: int = 0
 
 
 def client_id(value: str) -> str:
@@ -454,7 +456,10 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
             round_id=_round(frame),
             items=tuple(
                 get_bytes_list(
-                    frame, "items", item_length=limits.item_length, max_count=limits.chunk_items
+                    frame,
+                    "items",
+                    item_length=limits.item_length,
+                    max_count=limits.exclude_items or limits.chunk_items,
                 )
             ),
             excluded=get_int(frame, "excluded", min_value=0, max_value=ROUND_ID_MAX),

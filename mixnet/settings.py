@@ -17,6 +17,7 @@ from nacl.signing import VerifyKey
 from mixnet.admission import Admission
 from mixnet.chain import ChainConfig, ChainConfigError
 from mixnet.core.policy import RoundPolicy
+from mixnet.core.tracing import exclude_cap
 from mixnet.frames import FrameLimits
 from mixnet.limits import DEFAULT_LIMITS, Limits
 from mixnet.onion import onion_length, submission_length
@@ -86,12 +87,18 @@ class NodeSettings:
         return onion_length(self.payload_length, layers, proven=self.ownership_proofs)
 
     def max_frame(self) -> int:
-        """Largest frame this node accepts, in bytes: a batch chunk at a later node; at the
-        entry mix a ``submit-many`` frame of ``[limits].max_submissions_per_frame`` boxes."""
+        """Largest frame this node accepts, in bytes: at the entry mix a ``submit-many``
+        frame of ``[limits].max_submissions_per_frame`` boxes; at a later mix a batch chunk or
+        an ``exclude`` frame (:func:`~mixnet.core.tracing.exclude_cap` items), whichever is
+        larger; at the sink a batch chunk."""
         if self.hop == 0:
             per_frame = self.connection_limits.max_submissions_per_frame
             return per_frame * (self.item_length_in() + SUBMISSION_WIRE_SLACK) + FRAME_SLACK
-        return self.policy.chunk_size * (self.item_length_in() + 8) + FRAME_SLACK
+        items = self.policy.chunk_size if self.is_sink else self._exclude_items()
+        return items * (self.item_length_in() + 8) + FRAME_SLACK
+
+    def _exclude_items(self) -> int:
+        return exclude_cap(self.policy.chunk_size, self.messages)
 
     def successor_max_frame(self) -> int:
         """Largest reply or frame expected over the link to the successor, in bytes."""
@@ -106,6 +113,7 @@ class NodeSettings:
             chunk_items=self.policy.chunk_size,
             announcements=self.hops,
             mixes=self.hops,
+            exclude_items=self._exclude_items(),
         )
 
 

@@ -1110,9 +1110,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error(f"--users must be in 2..{MAX_SLOTS}")
     if args.poison and args.users < 3:
         p.error("--poison needs --users >= 3 (the probe, a user and the poisoner)")
-    if args.poison and args.chunk_size < args.messages:
-        p.error("--poison needs --chunk-size >= --messages (the exclude frame carries the "
-                "poisoner's m items, and holds at most a chunk)")
     if args.messages < 4:
         p.error("--messages must be >= 4")
     if not 1 <= args.chunk_size <= 65536:

@@ -63,6 +63,7 @@ __all__ = [
     "TraceVerified",
     "TracingMix",
     "accusation_cap",
+    "exclude_cap",
     "unpeeled_inputs",
 ]
 
@@ -77,6 +78,14 @@ def accusation_cap(chunk_size: int, mixes: int) -> int:
     and the reply must fit the frame a chunk of ``chunk_size`` items fits in. Bad payloads
     beyond it are reported as untraced (the round then aborts, with the reason)."""
     return max(1, chunk_size // (2 * max(1, mixes)))
+
+
+def exclude_cap(chunk_size: int, messages: int) -> int:
+    """The most items one ``exclude`` frame carries (and every mix accepts): all ``messages``
+    items of as many submissions as mix 2's ``accused`` reply can name
+    (:func:`accusation_cap` with 2 mixes), and never fewer than a chunk's worth. The entry
+    mix aborts a round whose exclusion would need more."""
+    return max(chunk_size, messages * accusation_cap(chunk_size, 2))
 
 
 def unpeeled_inputs(chunk: Chunk) -> tuple[bytes, ...]:

@@ -9,7 +9,7 @@ those submissions; once the chain answered, the round is ``CONFIRMED`` and its i
 erased. It aborts the round instead (``exclude`` with a reason) when a mix is blamed, when
 items were dropped downstream without evidence, when fewer than ``min_users``
 submissions would remain, or when the excluded submissions' items would not fit one
-``exclude`` frame (at most ``chunk_size`` items, what every mix accepts).
+``exclude`` frame (:func:`~mixnet.core.tracing.exclude_cap` items, what every mix accepts).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import DropIntake, ForgetReceipts, SetRound
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import RoundStatus
+from mixnet.core.tracing import exclude_cap
 from mixnet.errors import MixnetError
 from mixnet.frames import Accused, Exclude, Excluded, Frame, Trace
 
@@ -55,6 +56,7 @@ class EntryVerdict(MixRounds):
     policy: RoundPolicy
     successor: str
     hops: int
+    messages: int
 
     # ------------------------------------------------------------------ timer
 
@@ -177,11 +179,12 @@ class EntryVerdict(MixRounds):
                 f"than min_users = {self.policy.min_users}",
             )
         items = tuple(item for client in excluded for item in st.submissions[client])
-        if len(items) > self.policy.chunk_size:  # one exclude frame carries at most a chunk
+        cap = exclude_cap(self.policy.chunk_size, self.messages)
+        if len(items) > cap:  # more than any mix accepts in one frame
             return self._conclude(
                 st,
                 f"{len(excluded)} submissions were excluded; their {len(items)} items are more "
-                f"than one exclude frame carries (chunk_size = {self.policy.chunk_size})",
+                f"than one exclude frame carries ({cap})",
             )
         return [Send(Exclude(st.round_id, items, len(excluded)))]
 

@@ -58,6 +58,7 @@ from mixnet.core.records import (
 from mixnet.core.relay import RelayMachine
 from mixnet.core.rounds import RoundKey
 from mixnet.core.sink import SinkMachine
+from mixnet.core.tracing import exclude_cap
 from mixnet.errors import MixnetError, RoundClosed, UnknownRound
 from mixnet.frames import (
     AbortRound,
@@ -571,7 +572,8 @@ class MemoryChain:
             case Send():
                 frame = action.frame
                 if isinstance(frame, Exclude):  # what every node's frame limits allow
-                    assert len(frame.items) <= self.policy.chunk_size, "exclude over a chunk"
+                    cap = exclude_cap(self.policy.chunk_size, self.messages)
+                    assert len(frame.items) <= cap, "exclude over its cap"
                 ex = self._new_exchange(node.index, node.index + 1, action.frame)
                 task.waiting = ex
                 return []

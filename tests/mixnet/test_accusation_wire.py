@@ -86,3 +86,16 @@ def test_accused_and_batch_frames_carry_evidence_and_signatures() -> None:
     assert parse_request("batch", to_wire(batch), limits) == batch
     with pytest.raises(BadLength):
         parse_request("batch", {**to_wire(batch), "signature": b"s"}, limits)
+
+
+def test_an_exclude_frame_may_carry_more_items_than_a_chunk_up_to_its_cap() -> None:
+    from mixnet.frames import Exclude, FrameLimits, parse_request, to_wire
+
+    limits = FrameLimits(chain_id="c", item_length=80, chunk_items=4, mixes=3, exclude_items=7)
+    seven = Exclude(7, tuple(bytes([i]) * 80 for i in range(7)), 1)
+    assert parse_request("exclude", to_wire(seven), limits) == seven
+    eight = Exclude(7, (*seven.items, b"x" * 80), 1)
+    with pytest.raises(WrongCount):
+        parse_request("exclude", to_wire(eight), limits)
+    with pytest.raises(WrongCount):  # without a cap of its own: a chunk's worth
+        parse_request("exclude", to_wire(seven), FrameLimits("c", item_length=80, chunk_items=4))

@@ -74,7 +74,7 @@ def test_a_poisoned_submission_is_excluded_and_the_round_is_exact() -> None:
     traces it back to that client's submission, drops all of it, and the round holds the
     exact sum of the others with excluded = 1."""
     chain = MemoryChain(
-        mixes=3, messages=3, policy=RoundPolicy(3, 4, 10.0, chunk_size=3), seed=2
+        mixes=3, messages=3, policy=RoundPolicy(3, 4, 10.0, chunk_size=2), seed=2
     )
     for i in range(3):
         chain.add_client([i + 1, 10 * (i + 1), 100])

@@ -311,14 +311,27 @@ class TestEntry:
         assert isinstance(exclude, Exclude) and "fewer than min_users = 2" in exclude.abort
 
     def test_more_items_than_one_exclude_frame_carries_abort(self) -> None:
+        """With chunks of one item, mix 2 names one accusation per reply, so one exclude
+        frame carries one submission's items (exclude_cap): two to exclude abort."""
         m, subs = self.forwarded()
-        items = len(subs["b"])  # a chunk smaller than one submission: no frame carries it
-        m.policy = replace(m.policy, chunk_size=items - 1)  # type: ignore[attr-defined]
+        m.policy = replace(m.policy, chunk_size=1, min_users=1)  # type: ignore[attr-defined]
+        accs = tuple(
+            Accusation(Failure.INVALID_PAYLOAD, (step(1, subs[c][0]),)) for c in ("a", "b")
+        )
+        verify = one(m.on_reply(Trace(1), Accused(1, accs), NOW), Verify)  # type: ignore[attr-defined]
+        exclude = one(m.verified(verify.token, [True, True], NOW), Send).frame  # type: ignore[attr-defined]
+        assert isinstance(exclude, Exclude) and exclude.items == ()
+        items, cap = 2 * len(subs["a"]), len(subs["a"])
+        assert f"their {items} items are more than one exclude frame carries ({cap})" in (
+            exclude.abort
+        )
+
+    def test_one_submission_is_excluded_even_with_chunks_smaller_than_it(self) -> None:
+        m, subs = self.forwarded()
+        m.policy = replace(m.policy, chunk_size=1)  # type: ignore[attr-defined]
         acc = Accusation(Failure.INVALID_PAYLOAD, (step(1, subs["b"][1]),))
         verify = one(m.on_reply(Trace(1), Accused(1, (acc,)), NOW), Verify)  # type: ignore[attr-defined]
-        exclude = one(m.verified(verify.token, [True], NOW), Send).frame  # type: ignore[attr-defined]
-        assert isinstance(exclude, Exclude) and exclude.items == ()
-        assert f"their {items} items are more than one exclude frame carries" in exclude.abort
+        assert m.verified(verify.token, [True], NOW) == [Send(Exclude(1, subs["b"], 1))]  # type: ignore[attr-defined]
 
     def test_a_not_ready_chain_is_asked_again(self) -> None:
         m, _ = self.forwarded()
