@@ -59,6 +59,10 @@ every layer opens but one share is not reduced mod N, which the analyzer's valid
 last mix refuses (``invalid-payload``). The poisoner takes one user's place in the round, is
 never counted, and the round must end with ``excluded = 1``, whichever node was killed when.
 
+Two at once (``--pairs``). The target and the next node in the chain (after the analyzer: the
+entry mix) are SIGKILLed together and restarted together, as when a host running both goes
+down; the table's node column names both.
+
 TLS (``--tls``). Every node then serves ``wss://`` (and its HTTP routes over HTTPS) with a
 certificate issued by a CA made for the chain (trustme), which the chain file's ``[tls]``
 names: every link between nodes, the client library and the driver's own connections speak
@@ -504,6 +508,8 @@ class Point:
     fraction: float
     delay: float = 0.0
     target: str = ""
+    #: with ``--pairs``, the node killed with the target (the next in the chain)
+    also: str = ""
     round: int | None = None
     observed: str = ""
     late: bool = False
@@ -820,7 +826,7 @@ class Driver:
             await raw.send(encode_frame(probe_frame))
             point.delay = round(point.fraction * SHORT_DELAY, 4)
             await asyncio.sleep(point.delay)
-            await asyncio.to_thread(chain.kill, target)
+            await asyncio.to_thread(self.kill, point)
         elif point.phase == "closed":
             users = start_users(0.0)
             point.checks.append("waiting for every user but the probe")
@@ -828,7 +834,7 @@ class Driver:
             await raw.send(encode_frame(probe_frame))  # the submission that closes the round
             point.delay = round(point.fraction * SHORT_DELAY, 4)
             await asyncio.sleep(point.delay)  # by timing: no status query delays the kill
-            await asyncio.to_thread(chain.kill, target)
+            await asyncio.to_thread(self.kill, point)
             point.observed = "-"
         else:
             await raw.send(encode_frame(probe_frame))
@@ -839,13 +845,24 @@ class Driver:
             )
         killed_at = time.monotonic()
         point.stored = await asyncio.to_thread(chain.stored_state, target, round_id)
+        killed = [target, *([point.also] if point.also else [])]
         point.checks.append(
-            f"{target} killed (status {point.status_text}, stored {point.stored}); restarting"
+            f"{' and '.join(killed)} killed (status {point.status_text}, stored "
+            f"{point.stored}); restarting"
         )
-        chain.restart(target)
-        await asyncio.to_thread(chain.wait_healthy, [target], START_WAIT)
-        point.checks.append(f"{target} healthy again")
+        for name in killed:
+            chain.restart(name)
+        await asyncio.to_thread(chain.wait_healthy, killed, START_WAIT)
+        point.checks.append(f"{' and '.join(killed)} healthy again")
         return users, killed_at
+
+    def kill(self, point: Point) -> None:
+        """SIGKILL the point's target and, with ``--pairs``, the next node in the chain (the
+        analyzer's: the entry mix) at once, as a host running both would go down."""
+        self.chain.kill(point.target)
+        if self.args.pairs:
+            point.also = NODES[(NODES.index(point.target) + 1) % len(NODES)]
+            self.chain.kill(point.also)
 
     def forward_seconds(self, sender: str) -> float:
         """How long ``sender`` takes to forward a round undisturbed: the shortest
@@ -911,7 +928,7 @@ class Driver:
             time.sleep(point.delay)
             statuses = {n: chain.round_status(n, round_id) for n in names}
             missed = late(statuses)
-        chain.kill(target)
+        self.kill(point)
         return statuses[target] or "-", missed
 
     async def _fill_open_rounds(
@@ -1016,7 +1033,7 @@ def print_table(points: Sequence[Point], console: Console) -> None:
     for p in points:
         table.add_row(
             str(p.index),
-            f"{p.node} ({p.target})",
+            f"{p.node} ({p.target}{' + ' + p.also if p.also else ''})",
             p.phase,
             p.status_text,
             p.stored,
@@ -1100,6 +1117,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="every node serves wss:// and HTTPS, with a certificate of a CA made for the "
         "chain (needs trustme, a test dependency)",
     )
+    p.add_argument(
+        "--pairs", action="store_true",
+        help="kill the target and the next node in the chain at once (the analyzer's: the "
+        "entry mix), as when a host running both goes down, and restart both",
+    )
     p.add_argument("--json", type=Path, default=None, help="write every detail here")
     p.add_argument("--keep", action="store_true", help="keep the chain directories")
     p.add_argument("--quiet", action="store_true", help="no per-point progress lines")
@@ -1165,6 +1187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "chunk_size": shape.chunk_size,
             "poison": shape.poison,
             "tls": shape.tls,
+            "pairs": args.pairs,
             "modulus": str(shape.modulus),
             "precision": str(shape.precision),
             "directory": str(driver.base) if driver is not None else None,

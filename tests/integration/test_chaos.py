@@ -110,3 +110,14 @@ def test_sigkill_over_tls_loses_and_doubles_nothing(tmp_path: Path) -> None:
     data = four_points(tmp_path, "--seed", "7", "--users", "4", "--tls")
     assert data["tls"] is True
     assert all(p["resent"] >= 1 for p in data["points"])
+
+
+@pytest.mark.slow
+def test_two_nodes_killed_at_once_lose_and_double_nothing(tmp_path: Path) -> None:
+    """``--pairs``: the target and the next node go down together (a host running both), and
+    both restart from their databases."""
+    data = four_points(tmp_path, "--seed", "23", "--users", "4", "--pairs")
+    assert data["pairs"] is True
+    assert [p["also"] for p in data["points"]] == ["mix2", "mix3", "analyzer", "mix1"]
+    assert all(f"{p['target']} and {p['also']} healthy again" in p["checks"]
+               for p in data["points"])  # fmt: skip
