@@ -132,6 +132,42 @@ async def test_chunks_smaller_than_a_submission_still_exclude_it(tmp_path: Path)
     assert Fraction(result.raw["estimate_exact"]) == honest_sum()
 
 
+@pytest.mark.parametrize("proven", [False, True], ids=["plain", "proven"])
+async def test_two_onions_that_collide_at_a_later_mix_abort_the_round(
+    tmp_path: Path, proven: bool
+) -> None:
+    """A known limit (``docs/protocol.md``, "What remains in the threat model"): one client
+    wraps the same hop-2 onion in two different hop-1 layers. The entry mix and mix 2 see two
+    distinct items; mix 2 peels both to the same onion, and mix 3 drops the second as a
+    replay, which nothing can trace yet: the round aborts, with the reason — never a wrong
+    sum. (Tracing it needs a duplicate accusation backed by both steps; designed, not built.)"""
+    async with (
+        local_chain(tmp_path, CloakProtocol(PARAMS), policy(), mixes=MIXES,
+                    ownership_proofs=proven) as chain,
+        connect(chain.chain) as net,
+    ):  # fmt: skip
+        info = await net.mixnet.current_round()
+        cid, keys, r = chain.chain.config.chain_id, info.public_keys, info.round_id
+        share = encode_share(1, PARAMS.modulus)
+        items = [wrap(share, keys[1:], chain_id=cid, round_id=r, first_hop=1, proven=proven)
+                 for _ in range(PARAMS.messages)]  # fmt: skip
+        twin = wrap(share, keys[2:], chain_id=cid, round_id=r, first_hop=2, proven=proven)
+        items[0], items[1] = (wrap(twin, keys[1:2], chain_id=cid, round_id=r, first_hop=1,
+                                   proven=proven) for _ in range(2))  # fmt: skip
+        assert items[0] != items[1]  # distinct at the entry mix and at mix 2
+        box = seal_layer(b"".join(items), keys[0], chain_id=cid, round_id=r, hop_index=0)
+        frame = {"type": "submit", "round": r, "client": "twins", "box": box}
+        async with ws_connect(chain.chain.config.mixes[0].url, compression=None) as ws:
+            await ws.send(encode_frame(frame))
+            assert decode_frame(await ws.recv(), max_size=1 << 20)["type"] == "accepted"  # type: ignore[arg-type]
+        await net.submit_many(VALUES, concurrency=3)
+        with pytest.raises(RoundAborted):
+            await net.result(r, timeout=60)
+        stored = await chain.analyzer.result(r)
+    assert stored is not None
+    assert str(stored.get("reason")).startswith("1 items were dropped or refused after the entry")
+
+
 async def test_honest_rounds_on_a_proven_chain_are_exact(tmp_path: Path) -> None:
     protocol = CloakProtocol(PARAMS)
     async with (
