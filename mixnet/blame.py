@@ -31,7 +31,7 @@ import enum
 import hashlib
 import hmac
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nacl.signing import VerifyKey
@@ -43,7 +43,7 @@ from mixnet.dleq import (
     prove_shared_secret,
     verify_shared_secret,
 )
-from mixnet.errors import BadLength, BadSignature, DecryptionFailed
+from mixnet.errors import BadLength, BadSignature, DecryptionFailed, MixnetError
 from mixnet.onion import (
     MAX_LAYERS,
     binding_data,
@@ -69,6 +69,7 @@ __all__ = [
     "prove_step",
     "step_context",
     "verify_accusation",
+    "verify_accusations",
 ]
 
 #: Bytes of a revealed X25519 shared secret.
@@ -103,6 +104,11 @@ class Failure(enum.Enum):
     * ``NO_OWNER`` — (chains with ownership proofs) a layer after the entry mix's whose
       ownership proof does not verify (:mod:`mixnet.ownership`): bad on its face; its step
       reveals no secret.
+    * ``DUPLICATE`` — a layer of a mix before the last that authenticates and holds the same
+      onion as another input's layer at that mix: honest clients' onions never collide, so
+      its maker made the collision. It holds only together with such an accusation about
+      another input (:func:`verify_accusations` pairs them); its maker knew ``S``, so
+      revealing it is safe.
 
     (Onion format 1 also had ``wrong-binding``; since the binding is the layer's associated
     data, a wrongly bound layer no longer authenticates, so it cannot be proven about.)
@@ -111,6 +117,7 @@ class Failure(enum.Enum):
     INVALID_PAYLOAD = "invalid-payload"
     UNDECRYPTABLE = "undecryptable"
     NO_OWNER = "no-owner"
+    DUPLICATE = "duplicate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +340,45 @@ def _check_step(
         return None
 
 
+def verify_accusations(
+    accusations: Sequence[Accusation],
+    public_keys: Mapping[int, bytes],
+    *,
+    chain_id: str,
+    round_id: int,
+    mixes: int,
+    validator: PayloadValidator,
+    proven: bool = False,
+) -> list[bool]:
+    """Whether each of ``accusations`` (one reply's) proves its item bad: each is checked by
+    :func:`verify_accusation`, and a ``duplicate`` one holds only if another that holds
+    ends at the same hop, at a different input, with a layer that holds the same onion."""
+    results: list[bool] = []
+    held: dict[tuple[int, bytes], set[bytes]] = {}  # (hop, onion) -> the inputs that open to it
+    ends: list[tuple[int, bytes, bytes] | None] = []
+    for accusation in accusations:
+        try:
+            onion = verify_accusation(
+                accusation, public_keys, chain_id=chain_id, round_id=round_id, mixes=mixes,
+                validator=validator, proven=proven,
+            )  # fmt: skip
+        except MixnetError:
+            results.append(False)
+            ends.append(None)
+            continue
+        results.append(True)
+        if onion is None:
+            ends.append(None)
+            continue
+        last = accusation.steps[-1]
+        held.setdefault((last.hop, onion), set()).add(last.item)
+        ends.append((last.hop, onion, last.item))
+    for index, end in enumerate(ends):
+        if end is not None and len(held[end[0], end[1]]) < 2:
+            results[index] = False  # a duplicate of nothing
+    return results
+
+
 def verify_accusation(
     accusation: Accusation,
     public_keys: Mapping[int, bytes],
@@ -342,8 +388,10 @@ def verify_accusation(
     mixes: int,
     validator: PayloadValidator,
     proven: bool = False,
-) -> None:
+) -> bytes | None:
     """Return if ``accusation`` proves its item bad; raise :class:`InvalidEvidence` if not.
+    For a ``duplicate`` accusation it returns the onion the last step's layer holds, which
+    must be another input's too (:func:`verify_accusations`); else ``None``.
 
     ``public_keys`` maps each hop the steps cover to that mix's X25519 round public key (from
     its verified, signed announcement); ``mixes`` is the number of mixes (the last mix is hop
@@ -355,7 +403,8 @@ def verify_accusation(
     is the last mix's, authenticates, and ``validator`` refuses the payload it holds;
     ``undecryptable`` (``proven`` only, after the entry mix) — its ownership proof and its
     secret's proof verify and the layer does not authenticate; ``no-owner`` (``proven``
-    only, after the entry mix) — it reveals nothing and its ownership proof does not verify.
+    only, after the entry mix) — it reveals nothing and its ownership proof does not verify;
+    ``duplicate`` — it is a mix's before the last, after the entry mix, and authenticates.
     """
     steps = accusation.steps
     if not steps:
@@ -370,7 +419,10 @@ def verify_accusation(
         if not step.revealed and not ends_no_owner:
             raise InvalidEvidence(f"hop {step.hop}: the step reveals no secret")
     failure = accusation.failure
-    if failure is not Failure.INVALID_PAYLOAD and (not proven or steps[-1].hop == 0):
+    if failure is Failure.DUPLICATE:
+        if not 0 < steps[-1].hop < mixes - 1:
+            raise InvalidEvidence("a duplicate is only shown at a mix between the first and last")
+    elif failure is not Failure.INVALID_PAYLOAD and (not proven or steps[-1].hop == 0):
         raise InvalidEvidence(f"a {failure.value} accusation needs ownership proofs")
     for index, step in enumerate(steps):
         last = index + 1 == len(steps)
@@ -379,7 +431,7 @@ def verify_accusation(
                 raise InvalidEvidence(f"hop {step.hop}: a no-owner step reveals nothing")
             if owned(step.item, chain_id=chain_id, round_id=round_id, hop=step.hop):
                 raise InvalidEvidence(f"hop {step.hop}: the layer's ownership proof holds")
-            return
+            return None
         layer_proven = proven and step.hop > 0
         inner = _check_step(step, public_keys[step.hop], chain_id, round_id, layer_proven)
         if last and failure is Failure.UNDECRYPTABLE:
@@ -387,17 +439,20 @@ def verify_accusation(
                 raise InvalidEvidence(f"hop {step.hop}: the layer authenticates")
             if not owned(step.item, chain_id=chain_id, round_id=round_id, hop=step.hop):
                 raise InvalidEvidence(f"hop {step.hop}: the layer's ownership proof fails")
-            return
+            return None
         if inner is None:
             raise InvalidEvidence(f"hop {step.hop}: the layer does not authenticate")
         if not last:
             if not hmac.compare_digest(inner, steps[index + 1].item):
                 raise InvalidEvidence(f"hop {step.hop}: the layer holds another item")
             continue
+        if failure is Failure.DUPLICATE:
+            return inner
         if step.hop != mixes - 1:
             raise InvalidEvidence("a payload is only checked at the last mix")
         if validator(inner):
             raise InvalidEvidence("the validator accepts the payload")
+    return None
 
 
 def delivered_by(

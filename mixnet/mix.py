@@ -34,7 +34,7 @@ from mixnet.blame import (
     accept_all,
     prove_failure,
     prove_step,
-    verify_accusation,
+    verify_accusations,
 )
 from mixnet.chunk_signature import sign_chunk
 from mixnet.core.actions import Action, LoadIntake, Mix, Peel, Persist, Prove, Verify
@@ -412,19 +412,10 @@ class MixNode(BaseNode):
         validator = self.validator
 
         def check_all() -> list[bool]:
-            results = []
-            for accusation in action.accusations:
-                try:
-                    verify_accusation(
-                        accusation, action.keys, chain_id=s.chain_id,
-                        round_id=action.round_id, mixes=s.hops, validator=validator,
-                        proven=s.ownership_proofs,
-                    )  # fmt: skip
-                except MixnetError:
-                    results.append(False)
-                else:
-                    results.append(True)
-            return results
+            return verify_accusations(
+                action.accusations, action.keys, chain_id=s.chain_id, round_id=action.round_id,
+                mixes=s.hops, validator=validator, proven=s.ownership_proofs,
+            )  # fmt: skip
 
         results = await asyncio.get_running_loop().run_in_executor(self.pool, check_all)
         return self.machine.verified(action.token, results, self.clock())

@@ -50,13 +50,15 @@ reply. The entry mix must acknowledge it again (from its receipts) in the same r
 analyzer must count it once. Library users whose connection broke resend on their own; the
 table's ``resent`` column counts those resends (the probe's included).
 
-Poisoned submissions (``--poison layer`` or ``--poison payload``). In every point one more
+Poisoned submissions (``--poison layer``, ``payload`` or ``twins``). In every point one more
 client (the *poisoner*, before the users) submits a submission the trace must exclude: with
 ``layer`` the chain runs with ownership proofs and the box's first inner onion is random bytes
 at mix 2 (or, every other round of four points, at mix 3): that mix cannot peel it, keeps the
 failure for the trace and proves it (``no-owner``); with ``payload`` (a chain without proofs)
 every layer opens but one share is not reduced mod N, which the analyzer's validator at the
-last mix refuses (``invalid-payload``). The poisoner takes one user's place in the round, is
+last mix refuses (``invalid-payload``); with ``twins`` two of its onions are different mix-2
+layers around one mix-3 onion, which mix 2 peels to the same onion, leaves out and accuses
+(``duplicate``). The poisoner takes one user's place in the round, is
 never counted, and the round must end with ``excluded = 1``, whichever node was killed when.
 
 Two at once (``--pairs``). The target and the next node in the chain (after the analyzer: the
@@ -222,6 +224,22 @@ def bad_payload_box(net: ChainClient, info: RoundInfo, shape: Shape) -> bytes:
     width = len(encode_share(0, shape.modulus))
     payloads = [b"\xff" * width] + [encode_share(0, shape.modulus)] * (shape.messages - 1)
     return net.mixnet.wrap(payloads, info)
+
+
+def twins_box(net: ChainClient, info: RoundInfo, shape: Shape) -> bytes:
+    """A submission box for ``info``'s round whose first two inner onions are two different
+    mix-2 layers around one mix-3 onion: mix 2 peels both to the same onion, leaves them out
+    and accuses both inputs (``duplicate``)."""
+    chain_id, r, keys = net.chain.config.chain_id, info.round_id, info.public_keys
+    share = encode_share(0, shape.modulus)
+    items = [
+        wrap(share, keys[1:], chain_id=chain_id, round_id=r, first_hop=1)
+        for _ in range(shape.messages)
+    ]
+    twin = wrap(share, keys[2:], chain_id=chain_id, round_id=r, first_hop=2)
+    for i in (0, 1):
+        items[i] = wrap(twin, keys[1:2], chain_id=chain_id, round_id=r, first_hop=1)
+    return seal_layer(b"".join(items), keys[0], chain_id=chain_id, round_id=r, hop_index=0)
 
 
 def poisoned_box(net: ChainClient, info: RoundInfo, hop: int, shape: Shape) -> bytes:
@@ -709,6 +727,9 @@ class Driver:
         if self.shape.poison == "payload":
             point.checks.append("poisoner submits a share that is not reduced mod N")
             box = await asyncio.to_thread(bad_payload_box, net, info, self.shape)
+        elif self.shape.poison == "twins":
+            point.checks.append("poisoner submits two onions that collide at mix 2")
+            box = await asyncio.to_thread(twins_box, net, info, self.shape)
         else:
             hop = 1 + (point.index - 1) // len(KINDS) % 2
             point.checks.append(f"poisoner submits garbage for hop {hop}")
@@ -1107,10 +1128,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds for the whole run; later points are not run (default 900)",
     )
     p.add_argument(
-        "--poison", choices=("layer", "payload"), default=None,
+        "--poison", choices=("layer", "payload", "twins"), default=None,
         help="one poisoned submission per round that the trace must exclude: a garbage "
-        "layer (the chain then has ownership proofs) or a payload the validator refuses "
-        "(see the module docstring)",
+        "layer (the chain then has ownership proofs), a payload the validator refuses, or "
+        "two onions that collide at mix 2 (see the module docstring)",
     )
     p.add_argument(
         "--tls", action="store_true",
@@ -1132,6 +1153,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error(f"--users must be in 2..{MAX_SLOTS}")
     if args.poison and args.users < 3:
         p.error("--poison needs --users >= 3 (the probe, a user and the poisoner)")
+    if args.poison == "twins" and args.chunk_size < 8:
+        p.error("--poison twins needs --chunk-size >= 8 (mix 2's trace reply, at most "
+                "chunk_size // 4 accusations, must carry both duplicate accusations)")
     if args.messages < 4:
         p.error("--messages must be >= 4")
     if not 1 <= args.chunk_size <= 65536:

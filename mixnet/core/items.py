@@ -29,7 +29,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ITER_BLOCK_BYTES", "Items", "RowArena", "allocate_rows"]
+__all__ = ["ITER_BLOCK_BYTES", "Items", "RowArena", "allocate_rows", "repeated_items"]
 
 Rows = npt.NDArray[np.uint8]
 Index = npt.NDArray[np.intp]
@@ -360,3 +360,37 @@ class RowArena:
         """Forget every row (views already handed out stay valid)."""
         self._blocks.clear()
         self._used.clear()
+
+
+def _prefixes(part: Sequence[bytes]) -> npt.NDArray[np.uint64]:
+    """The first 8 bytes of each item (zero-padded), as little-endian integers."""
+    if isinstance(part, Items) and part.width >= 8:
+        return np.ascontiguousarray(part.array()[:, :8]).view("<u8").ravel().astype(np.uint64)
+    return np.array(
+        [int.from_bytes(bytes(item[:8]).ljust(8, b"\0"), "little") for item in part],
+        dtype=np.uint64,
+    )
+
+
+def repeated_items(parts: Iterable[Sequence[bytes]]) -> dict[bytes, int]:
+    """Every item that occurs more than once across ``parts`` (taken as one sequence), with
+    how many times. Vectorized: items are grouped by their first 8 bytes, and only those that
+    share theirs with another are compared whole (for onions, whose first bytes are an
+    ephemeral public key, none among honest clients' items)."""
+    sources = [part for part in parts if len(part)]
+    if not sources:
+        return {}
+    keys = np.concatenate([_prefixes(part) for part in sources])
+    values, counts = np.unique(keys, return_counts=True)
+    shared = values[counts > 1]
+    if not shared.size:
+        return {}
+    flags = np.isin(keys, shared)
+    seen: dict[bytes, int] = {}
+    at = 0
+    for part in sources:
+        for index in np.flatnonzero(flags[at : at + len(part)]):
+            item = bytes(part[int(index)])
+            seen[item] = seen.get(item, 0) + 1
+        at += len(part)
+    return {item: count for item, count in seen.items() if count > 1}

@@ -94,6 +94,10 @@ class RoundState:
     #: relay on a chain with ownership proofs, restarted: chunks it had stored dropped items,
     #: so some inputs that did not peel may be on disk only (derived with ``intake_loaded``)
     failures_on_disk: bool = False
+    #: relay (not the last mix): onions that more than one input peeled to (a client made
+    #: them collide); every copy is left out of the batch, and their inputs are accused
+    #: (``duplicate``) in the trace. Recomputed from the stored outputs after a restart.
+    duplicates: set[bytes] = field(default_factory=set)
     #: relay: received chunks as signed, by index, for deliveries in the trace (read back
     #: from the store with ``chunk_inputs``)
     received: dict[int, ReceivedChunk] = field(default_factory=dict)
@@ -312,6 +316,7 @@ class MixRounds:
         st.chunk_payloads.clear()
         st.chunk_inputs.clear()
         st.chunk_failed.clear()
+        st.duplicates.clear()
         st.received.clear()
         st.payload_digests.clear()
         return Persist(

@@ -19,10 +19,12 @@ or, for an abort, tells the sink the round ends.
 On a chain with ownership proofs (``proven``) a mix also accuses every input that did not
 peel (``undecryptable`` or ``no-owner``, :func:`mixnet.blame.prove_failure`), and these are
 traced back and excluded like refused payloads (a restarted relay derives them from its
-stored chunks: :func:`unpeeled_inputs`). Items a mix dropped without evidence (replays;
-without ownership proofs, layers that do not open) are counted as ``untraced``: the entry
-mix aborts a round that has any, as no honest link may be revealed for them
-(``mixnet.blame``).
+stored chunks: :func:`unpeeled_inputs`). On any chain a relay accuses the inputs that peeled
+to an onion another input also peeled to (``duplicate``; it left every copy out of its
+batch, ``RoundState.duplicates``), each group whole or not at all. Items a mix dropped
+without evidence (replays; without ownership proofs, layers that do not open) are counted as
+``untraced``: the entry mix aborts a round that has any, as no honest link may be revealed
+for them (``mixnet.blame``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from mixnet.core.actions import Action, LoadIntake, Persist, Prove, Reply, Send,
 from mixnet.core.deliveries import ReceivedChunk, deliveries, judge
 from mixnet.core.digests import DIGEST_LENGTH, replay_digests
 from mixnet.core.intake import split_chunks
+from mixnet.core.items import repeated_items
 from mixnet.core.records import (
     Chunk,
     DropIntake,
@@ -150,14 +153,18 @@ class IntakeNeeded:
 @dataclass(frozen=True)
 class TraceProved:
     """Token of the :class:`Prove` of this mix's evidence: first ``failures`` inputs that
-    did not peel (each starts an accusation here), then — for the last mix (``accusations``
-    is ``None``) — one step per refused payload, or else one step extending each of the
-    successor's ``accusations``."""
+    did not peel (each starts an accusation here), then ``duplicates`` inputs that peeled to
+    a repeated onion (likewise), then — for the last mix (``accusations`` is ``None``) — one
+    step per refused payload, or else one step extending each of the successor's
+    ``accusations``."""
 
     round_id: int
     accusations: tuple[Accusation, ...] | None
     untraced: int
     failures: int = 0
+    #: after the failures, inputs whose layers hold an onion another input's also holds
+    #: (each starts a ``duplicate`` accusation here)
+    duplicates: int = 0
 
 
 class TracingMix(MixRounds):
@@ -245,12 +252,24 @@ class TracingMix(MixRounds):
             return self._traced(cast(Trace, args[0]), cast(Accused, args[1]))
         return self.verified(args[0], cast("Sequence[bool]", args[1]), now)  # "verified"
 
-    def _failed(self, st: RoundState, room: int) -> tuple[tuple[bytes, ...], int]:
-        """This mix's own unpeelable inputs to accuse (at most ``room`` of them), and the
-        untraced count: the dropped items that are not accused here."""
+    def _failed(self, st: RoundState, room: int) -> tuple[tuple[bytes, ...], int, int]:
+        """This mix's own inputs to accuse, at most ``room`` of them: those that did not
+        peel, then those whose layers hold a repeated onion (``st.duplicates``; their inputs
+        must be read back first). Returns them, how many of them are the first kind, and
+        the untraced count: the dropped items that are not accused here."""
         failed = tuple(item for index in sorted(st.chunk_failed) for item in st.chunk_failed[index])
-        accused = failed[: max(0, room)]
-        return accused, st.dropped - len(accused)
+        failed = failed[: max(0, room)]
+        twins: list[bytes] = []
+        if st.duplicates:  # whole groups only: a duplicate holds only with its twins
+            groups: dict[bytes, list[bytes]] = {}
+            for item, output in self._pairs(st):
+                if output in st.duplicates:
+                    groups.setdefault(bytes(output), []).append(item)
+            for group in groups.values():
+                if len(failed) + len(twins) + len(group) <= room:
+                    twins += group
+        accused = failed + tuple(twins)
+        return accused, len(failed), st.dropped - len(accused)
 
     def _hop_keys(self, st: RoundState) -> dict[int, bytes]:
         """Hop → round public key of this mix and every later one (announced in order)."""
@@ -262,6 +281,7 @@ class TracingMix(MixRounds):
         st.chunk_payloads.clear()
         st.chunk_inputs.clear()
         st.chunk_failed.clear()
+        st.duplicates.clear()
         st.received.clear()
         return Persist(
             (DropIntake(st.round_id), EraseKey(st.round_id), SetRound(st.round_id, status=status))
@@ -288,15 +308,15 @@ class TracingMix(MixRounds):
                 if not st.all_valid or st.chunk_failed or st.failures_on_disk:
                     return self._needs_intake(st, "trace", frame)
             cap = accusation_cap(self.chunk_size, self.hop + 1)
-            failed, untraced = self._failed(st, cap)
+            failed, failures, untraced = self._failed(st, cap)
             # more than fit one reply: the excess is untraced, and the round aborts
             room = cap - len(failed)
             untraced += max(0, len(bad) - room)
             bad = bad[:room]
-            token = TraceProved(frame.round_id, None, untraced, len(failed))
+            token = TraceProved(frame.round_id, None, untraced, failures, len(failed) - failures)
             if not bad and not failed:
                 return self.proved(token, [])
-            return [Prove(frame.round_id, failed + bad, token, failures=len(failed))]
+            return [Prove(frame.round_id, failed + bad, token, failures=failures)]
         if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:
             return [Send(Trace(frame.round_id))]
         raise NotReady(f"round {frame.round_id} is {st.status.value} here")
@@ -318,17 +338,19 @@ class TracingMix(MixRounds):
             checked = BlameChecked(sent.round_id, reply)
             return [Verify(sent.round_id, (reply.evidence,), keys, checked)]
         if not reply.accusations:
-            if st.failures_on_disk:  # its own failures are to be read back first
+            if st.failures_on_disk or st.duplicates:  # its own to be read back first
                 load = self._needs_intake(st, "traced", sent, reply)
                 if load:
                     return load
             cap = accusation_cap(self.chunk_size, self.hop + 1)
-            failed, untraced = self._failed(st, cap)
-            proved = TraceProved(sent.round_id, (), reply.untraced + untraced, len(failed))
+            failed, failures, untraced = self._failed(st, cap)
+            proved = TraceProved(
+                sent.round_id, (), reply.untraced + untraced, failures, len(failed) - failures
+            )
             if not failed:
                 return self.proved(proved, [])
             load = self._needs_intake(st, "traced", sent, reply)  # for the deliveries
-            return load or [Prove(sent.round_id, failed, proved, failures=len(failed))]
+            return load or [Prove(sent.round_id, failed, proved, failures=failures)]
         token = TraceVerified(sent.round_id, reply)
         return [Verify(sent.round_id, reply.accusations, self._hop_keys(st), token)]
 
@@ -363,11 +385,12 @@ class TracingMix(MixRounds):
                 return [Reply(Accused(token.round_id, blame=self.successor, evidence=accusation))]
             inputs.append(item)
         cap = accusation_cap(self.chunk_size, self.hop + 1)
-        failed, untraced = self._failed(st, cap - len(accusations))
+        failed, failures, untraced = self._failed(st, cap - len(accusations))
         proved = TraceProved(
-            token.round_id, accusations, token.reply.untraced + untraced, len(failed)
-        )
-        return [Prove(token.round_id, failed + tuple(inputs), proved, failures=len(failed))]
+            token.round_id, accusations, token.reply.untraced + untraced, failures,
+            len(failed) - failures,
+        )  # fmt: skip
+        return [Prove(token.round_id, failed + tuple(inputs), proved, failures=failures)]
 
     def proved(
         self, token: object, steps: Sequence[Step | MixnetError], now: float = 0.0
@@ -388,7 +411,12 @@ class TracingMix(MixRounds):
         own = tuple(
             Accusation(failure_of(s), (s,), found.get(s.item)) for s in made[: token.failures]
         )
-        rest = made[token.failures :]
+        ends = token.failures + token.duplicates
+        own += tuple(
+            Accusation(Failure.DUPLICATE, (s,), found.get(s.item))
+            for s in made[token.failures : ends]
+        )
+        rest = made[ends:]
         if token.accusations is None:
             accused = tuple(
                 Accusation(Failure.INVALID_PAYLOAD, (s,), found.get(s.item)) for s in rest
@@ -495,6 +523,7 @@ class TracingMix(MixRounds):
         st.chunk_payloads.clear()
         st.chunk_inputs.clear()
         st.chunk_failed.clear()
+        st.duplicates.clear()
         st.received.clear()
         writes += [
             DropIntake(r),
@@ -552,3 +581,8 @@ class TracingMix(MixRounds):
                 continue
             st.chunk_payloads[chunk.index] = chunk.payloads  # its inputs stay on disk
             st.dropped += chunk.dropped
+        if self.role is Role.RELAY:  # the onions it left out as duplicates, found again
+            order = sorted(st.chunk_payloads)
+            repeated = repeated_items([st.chunk_payloads[i] for i in order])
+            st.duplicates = set(repeated)
+            st.dropped += sum(repeated.values())

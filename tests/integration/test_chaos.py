@@ -81,20 +81,24 @@ def test_sigkill_of_every_node_kind_loses_and_doubles_nothing(tmp_path: Path) ->
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("poison", "check"),
-    [("layer", "poisoner submits garbage for hop 1"),
-     ("payload", "poisoner submits a share that is not reduced mod N")],
+    ("poison", "check", "chunk"),
+    [("layer", "poisoner submits garbage for hop 1", "1"),
+     ("payload", "poisoner submits a share that is not reduced mod N", "1"),
+     ("twins", "poisoner submits two onions that collide at mix 2", "8")],
 )  # fmt: skip
 def test_sigkill_still_excludes_the_poisoned_submission(
-    tmp_path: Path, poison: str, check: str
+    tmp_path: Path, poison: str, check: str, chunk: str
 ) -> None:
     """``--poison``: each round carries a submission the trace must exclude — a garbage
     layer at mix 2 on a chain with ownership proofs (a middle mix killed after storing its
-    chunks derives that failure from its store), or a share the validator refuses — whatever
-    node is killed when."""
-    # chunks of one item (the default): the poisoner's m items travel in one exclude frame,
-    # and a chunk whose only item did not peel is read back for the trace
-    data = four_points(tmp_path, "--seed", "5", "--users", "4", "--poison", poison)
+    chunks derives that failure from its store), a share the validator refuses, or two onions
+    that collide at mix 2 (a restarted middle mix finds them again in its stored outputs) —
+    whatever node is killed when."""
+    # chunks of one item: the poisoner's m items travel in one exclude frame, and a chunk
+    # whose only item did not peel is read back for the trace; twins need mix 2's reply to
+    # carry both accusations (chunk_size // 4 >= 2)
+    data = four_points(tmp_path, "--seed", "5", "--users", "4", "--poison", poison,
+                       "--chunk-size", chunk)  # fmt: skip
     assert data["poison"] == poison
     for p in data["points"]:
         assert check in p["checks"]

@@ -19,6 +19,7 @@ from mixnet.blame import (
     prove_step,
     step_context,
     verify_accusation,
+    verify_accusations,
 )
 from mixnet.dleq import SMALL_ORDER_U, InvalidPoint
 from mixnet.errors import BadLength, BadSignature, DecryptionFailed
@@ -397,3 +398,68 @@ def test_step_without_secret_needs_both_empty() -> None:
     with pytest.raises(BadLength):
         Step(1, b"item", b"", bytes(96))
     assert not Step(1, b"item", b"", b"").revealed
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+def twin_accusations(keys: list[tuple[bytes, bytes]]) -> tuple[list[Accusation], bytes]:
+    """Two hop-1 items whose layers (made apart) hold the same hop-2 onion: mix 2's
+    ``duplicate`` accusation about each; and a third, honest hop-1 item."""
+    (sk1, pk1), (_, pk2) = keys[1], keys[2]
+    inner = layer(pk2, b"\x01" * PAYLOAD, hop=2)
+    twins = [layer(pk1, inner, hop=1) for _ in range(2)]
+    assert twins[0] != twins[1]
+    accs = [
+        Accusation(
+            Failure.DUPLICATE,
+            (prove_step(sk1, pk1, item, chain_id=CHAIN, round_id=ROUND, hop=1),),
+        )
+        for item in twins
+    ]
+    return accs, layer(pk1, layer(pk2, b"\x02" * PAYLOAD, hop=2), hop=1)
+
+
+def verify_all(accs: list[Accusation], keys: list[tuple[bytes, bytes]]) -> list[bool]:
+    return verify_accusations(
+        accs, publics(keys), chain_id=CHAIN, round_id=ROUND, mixes=MIXES, validator=valid
+    )
+
+
+def test_a_duplicate_holds_only_with_its_twin(keys: list[tuple[bytes, bytes]]) -> None:
+    accs, honest = twin_accusations(keys)
+    assert verify_all(accs, keys) == [True, True]
+    assert verify_all(accs[:1], keys) == [False]  # a duplicate of nothing
+    assert verify_all([accs[0], accs[0]], keys) == [False, False]  # one input named twice
+    sk1, pk1 = keys[1]
+    other = Accusation(
+        Failure.DUPLICATE,
+        (prove_step(sk1, pk1, honest, chain_id=CHAIN, round_id=ROUND, hop=1),),
+    )
+    assert verify_all([accs[0], other], keys) == [False, False]  # they hold different onions
+    assert verify_all([*accs, other], keys) == [True, True, False]
+
+
+def test_a_duplicate_is_only_shown_between_the_first_and_last_mix(
+    keys: list[tuple[bytes, bytes]],
+) -> None:
+    sk, pk = keys[2]
+    items = [layer(pk, b"\x01" * PAYLOAD, hop=2) for _ in range(2)]
+    last = [  # equal plaintexts at the last mix are legitimate
+        Accusation(
+            Failure.DUPLICATE, (prove_step(sk, pk, i, chain_id=CHAIN, round_id=ROUND, hop=2),)
+        )
+        for i in items
+    ]
+    assert verify_all(last, keys) == [False, False]
+    with pytest.raises(InvalidEvidence, match="between the first and last"):
+        check(last[0], keys)
+
+
+def test_a_duplicate_with_a_forged_step_pairs_with_nothing(
+    keys: list[tuple[bytes, bytes]],
+) -> None:
+    accs, _ = twin_accusations(keys)
+    assert all(a.hop == 1 for a in accs)
+    forged = Accusation(Failure.DUPLICATE, (replace(accs[1].steps[0], proof=bytes(96)),))
+    assert verify_all([accs[0], forged], keys) == [False, False]

@@ -597,3 +597,117 @@ def test_unpeeled_inputs_are_the_brought_items_that_did_not_peel() -> None:
     assert unpeeled_inputs(chunk) == (b,)
     assert unpeeled_inputs(replace(chunk, dropped=0)) == ()
     assert unpeeled_inputs(replace(chunk, inputs=(a, b, c))) == ()
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+class TestDuplicates:
+    """Two inputs of a relay that peel to one onion (a client made them collide): the relay
+    leaves every copy out of its batch and accuses both inputs (``duplicate``); without it,
+    the next mix would drop the second copy as an untraced replay and the round abort."""
+
+    def twins(self) -> tuple[bytes, bytes, bytes]:
+        base, other = item(RELAY_ITEM), item(RELAY_ITEM)
+        a = base[:-LAYER] + b"\x01" * LAYER  # fake layers: both peel to base[:-LAYER]
+        b = base[:-LAYER] + b"\x02" * LAYER
+        return a, b, other
+
+    def relay(
+        self, disk: MemoryStore, items: Sequence[bytes], chunk_size: int = 16
+    ) -> tuple[RelayMachine, Mix]:
+        relay = RelayMachine(
+            name="mix2", predecessor=PRED, item_length=RELAY_ITEM, chunk_size=chunk_size,
+            keys=Keys("mix2", 2), hop=1, successor="mix3", validator=valid,
+        )  # fmt: skip
+        disk.kept(relay.on_open_round(OpenRound(R), NOW))
+        disk.kept(relay.on_reply(OpenRound(R), RoundKeys(R, (announcement("mix3", 3, R),)), NOW))
+        peel = one(relay.on_batch(chunk_frame(0, items, chunks=1, count=len(items))), Peel)
+        persist = one(disk.kept(relay.peeled(peel.token, [i[:-LAYER] for i in peel.items],
+                                             NOW)), Persist)  # fmt: skip
+        stored(relay, persist)
+        return relay, one(disk.kept(relay.persisted(persist.token, NOW)), Mix)
+
+    def forward(self, relay: RelayMachine, disk: MemoryStore, mix: Mix) -> None:
+        batch = one(disk.kept(relay.mixed(R, [list(mix.payloads)])), Send).frame
+        assert isinstance(batch, Batch)
+        disk.kept(read_back(relay, relay.on_reply(batch, BatchAck(R, 0), NOW)))
+        assert relay.status(R) is S.FORWARDED
+
+    def test_every_copy_is_left_out_and_both_inputs_accused(self) -> None:
+        a, b, other = self.twins()
+        disk = MemoryStore()
+        relay, mix = self.relay(disk, [a, other, b])
+        assert list(mix.payloads) == [other[:-LAYER]]  # what mix 3 gets: no copy at all
+        assert relay.rounds[R].duplicates == {a[:-LAYER]} and relay.rounds[R].dropped == 2
+        self.forward(relay, disk, mix)
+        assert relay.on_trace(Trace(R), NOW) == [Send(Trace(R))]
+        prove = one(read_back(relay, relay.on_reply(Trace(R), Accused(R), NOW)), Prove)
+        assert list(prove.items) == [a, b] and prove.failures == 0
+        steps = [step(1, a), step(1, b)]
+        (answer,) = relay.proved(prove.token, steps, NOW)
+        dups = tuple(Accusation(Failure.DUPLICATE, (s,)) for s in steps)
+        assert answer == Reply(Accused(R, dups, 0))  # nothing untraced: both copies accused
+
+    def test_they_come_before_the_accusations_traced_back(self) -> None:
+        a, b, other = self.twins()
+        disk = MemoryStore()
+        relay, mix = self.relay(disk, [a, other, b])
+        self.forward(relay, disk, mix)
+        relay.on_trace(Trace(R), NOW)
+        reply = Accused(R, (accusation_of(other[:-LAYER]),))
+        verify = one(relay.on_reply(Trace(R), reply, NOW), Verify)
+        prove = one(read_back(relay, relay.verified(verify.token, [True], NOW)), Prove)
+        assert list(prove.items) == [a, b, other] and prove.failures == 0
+        assert isinstance(prove.token, TraceProved) and prove.token.duplicates == 2
+
+    def test_a_pair_that_does_not_fit_the_reply_is_untraced_whole(self) -> None:
+        """A duplicate holds only with its twin: with room for one more accusation, neither
+        is sent (both count as untraced: the round aborts, and nobody is wrongly blamed)."""
+        a, b, other = self.twins()
+        disk = MemoryStore()
+        relay, mix = self.relay(disk, [a, other, b], chunk_size=8)  # 2 accusations a reply
+        self.forward(relay, disk, mix)
+        relay.on_trace(Trace(R), NOW)
+        reply = Accused(R, (accusation_of(other[:-LAYER]),))
+        verify = one(relay.on_reply(Trace(R), reply, NOW), Verify)
+        prove = one(read_back(relay, relay.verified(verify.token, [True], NOW)), Prove)
+        assert list(prove.items) == [other]
+        assert isinstance(prove.token, TraceProved)
+        assert prove.token.duplicates == 0 and prove.token.untraced == 2
+
+    def test_a_restarted_relay_finds_them_again_in_its_stored_outputs(self) -> None:
+        a, b, other = self.twins()
+        disk = MemoryStore()
+        relay, mix = self.relay(disk, [a, other, b])
+        self.forward(relay, disk, mix)
+        again, _ = RelayMachine.restore(
+            disk.records(inputs=False), NOW, name="mix2", predecessor=PRED,
+            item_length=RELAY_ITEM, chunk_size=16, keys=Keys("mix2", 2), hop=1,
+            successor="mix3", validator=valid,
+        )  # fmt: skip
+        st = again.rounds[R]
+        assert st.duplicates == {a[:-LAYER]} and st.dropped == 2
+        again.on_trace(Trace(R), NOW)
+        (load,) = again.on_reply(Trace(R), Accused(R), NOW)
+        assert isinstance(load, LoadIntake)
+        prove = one(again.intake_loaded(load.token, disk.records().chunks[R], NOW), Prove)
+        assert list(prove.items) == [a, b]
+
+    def test_the_last_mix_keeps_equal_payloads(self) -> None:
+        a, b, _ = self.twins()
+        last, _ = relay_at(last=True, items=[a, b])  # mixed both, in order
+        assert last.rounds[R].duplicates == set() and last.rounds[R].dropped == 0
+
+
+def test_repeated_items_finds_every_repeat_across_parts() -> None:
+    from mixnet.core.items import Items, repeated_items
+
+    rows = [bytes([i % 5]) * 12 for i in range(12)]  # 0..4 repeat, first 8 bytes shared too
+    parts = [Items.of(rows[:7], 12), rows[7:]]
+    assert repeated_items(parts) == {bytes([v]) * 12: (3 if v < 2 else 2) for v in range(5)}
+    assert repeated_items([Items.of([b"x" * 12, b"y" * 12], 12)]) == {}
+    same_prefix = [b"p" * 8 + b"1", b"p" * 8 + b"2"]  # equal first 8 bytes, different items
+    assert repeated_items([same_prefix]) == {}
+    assert repeated_items([[b"ab", b"ab", b"a"]]) == {b"ab": 2}  # shorter than 8 bytes
+    assert repeated_items([]) == {} and repeated_items([[]]) == {}
