@@ -1513,6 +1513,20 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
         step_vectors.append(vector)
     assert step_vectors[0]["inner"] == step_vectors[1]["item"]
     assert step_vectors[1]["inner"] == BAD_PAYLOAD.hex()
+    # -- duplicates (§ 13.3): two mix-2 layers around one mix-3 onion (mallory's onion 0 at
+    #    hop 2); mix 2 accuses both inputs, and the two accusations hold only together
+    twin_onion = layer_item(mallory, 0, 2)
+    twin_layers = [build_layer(f"mallory/twin/{k}", twin_onion, mixes[1]) for k in "ab"]
+    stored_twins: list[Mapping[str, Any]] = []
+    if previous is not None:
+        stored_twins = list(previous.get("duplicates", {}).get("steps", []))
+    twin_steps: list[dict[str, Any]] = []
+    for twin in twin_layers:
+        item = bytes.fromhex(twin["layer"])
+        stored = next((s for s in stored_twins if s["item"] == item.hex()), None)
+        twin_steps.append(make_step(mixes[1], item, stored, fresh_proofs)[1])
+    assert twin_steps[0]["item"] != twin_steps[1]["item"]
+    assert twin_steps[0]["inner"] == twin_steps[1]["inner"] == twin_onion.hex()
     # -- signed chunks (§ 8.5): every mix signs each chunk it sends; mix1, mix2 and mix3 each
     #    send one chunk, and each accusation carries the delivery of its first item
     hop1_items = [layer_item(submissions[c], i, 1) for c, i in MIX1_ORDER]
@@ -1753,6 +1767,12 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
             "failure": Failure.INVALID_PAYLOAD.value,
             "validator": {"width": width, "modulus": str(MODULUS)},
             "steps": step_vectors,
+        },
+        "duplicates": {
+            "failure": Failure.DUPLICATE.value,
+            "onion": twin_onion.hex(),
+            "layers": twin_layers,
+            "steps": twin_steps,
         },
         "proven": proven,
         "signed_chunks": {

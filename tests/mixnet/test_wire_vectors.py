@@ -61,6 +61,7 @@ from mixnet.blame import (
     prove_failure,
     step_context,
     verify_accusation,
+    verify_accusations,
 )
 from mixnet.chunk_signature import (
     MAX_PATH,
@@ -669,6 +670,31 @@ def test_accusation_verifies() -> None:
             accusation, keys, chain_id=CHAIN_ID, round_id=ROUND + 1, mixes=HOPS,
             validator=trace_validator,
         )  # fmt: skip
+
+
+def test_duplicate_accusations_hold_only_in_pairs() -> None:
+    """§ 13.3: two mix-2 layers around one mix-3 onion; each step reveals its layer's
+    secret, both layers hold the same onion, and the two accusations hold together only."""
+    dup = VECTORS["duplicates"]
+    assert dup["failure"] == Failure.DUPLICATE.value == "duplicate"
+    keys = {m["hop"]: h(m["round_public"]) for m in MIXES}
+    accusations = [
+        Accusation(Failure.DUPLICATE,
+                   (Step(s["hop"], h(s["item"]), h(s["shared_secret"]), h(s["proof"])),))
+        for s in dup["steps"]
+    ]  # fmt: skip
+    assert [s["inner"] for s in dup["steps"]] == [dup["onion"]] * 2
+    assert [s["item"] for s in dup["steps"]] == [layer["layer"] for layer in dup["layers"]]
+    assert all(s["hop"] == 1 for s in dup["steps"])
+
+    def check(accs: list[Accusation]) -> list[bool]:
+        return verify_accusations(
+            accs, keys, chain_id=CHAIN_ID, round_id=ROUND, mixes=HOPS, validator=accept_all
+        )
+
+    assert check(accusations) == [True, True]
+    assert check(accusations[:1]) == [False]
+    assert check([accusations[0], accusations[0]]) == [False, False]
 
 
 # --------------------------------------------------------------------------- ownership proofs
