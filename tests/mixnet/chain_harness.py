@@ -278,6 +278,8 @@ class Client:
 
     ident: str
     values: tuple[int, ...]
+    #: its first two inner onions hold the same hop-2 onion under different hop-1 layers
+    twins: bool = False
     submitted_round: int | None = None
     frame: Submit | None = None
     acked: list[int] = field(default_factory=list)
@@ -374,10 +376,19 @@ class MemoryChain:
 
     # ------------------------------------------------------------------ clients
 
-    def add_client(self, values: Sequence[int]) -> Client:
-        client = Client(f"c{len(self.clients)}", tuple(values))
+    def add_client(self, values: Sequence[int], *, twins: bool = False) -> Client:
+        """A client of ``values``; with ``twins`` (3 mixes or more) one whose first two
+        inner onions collide at mix 2, which must leave them out and accuse them."""
+        assert not twins or (self.mixes >= 3 and len(values) >= 2)
+        client = Client(f"c{len(self.clients)}", tuple(values), twins)
         self.clients.append(client)
         return client
+
+    def honest(self, ident: str, values: Sequence[int]) -> bool:
+        """Whether the client's submission should be counted: no payload the validator
+        refuses, and no colliding onions."""
+        twins = any(c.twins for c in self.clients if c.ident == ident)
+        return not twins and all(v < VALID_BELOW for v in values)
 
     def client_submit(self, client: Client) -> bool:
         """The client fetches the open round and submits (False: nothing to do now)."""
@@ -388,7 +399,11 @@ class MemoryChain:
         offer = entry.machine.offer()
         if offer is None:
             return False
-        inner = b"".join(self._wrap(value_payload(v), self.mixes - 1) for v in client.values)
+        onions = [self._wrap(value_payload(v), self.mixes - 1) for v in client.values]
+        if client.twins:  # the same hop-2 onion under two hop-1 layers
+            twin = self._wrap(value_payload(client.values[0]), self.mixes - 2)
+            onions[0], onions[1] = self._wrap(twin, 1), self._wrap(twin, 1)
+        inner = b"".join(onions)
         client.frame = Submit(offer.round_id, client.ident, self._wrap(inner, 1))
         client.exchange = self._new_exchange(-1, 0, client.frame, client=self.clients.index(client))
         return True
@@ -605,8 +620,7 @@ class MemoryChain:
                 return m.proved(action.token, steps, self.now)
             case Verify():
                 assert not isinstance(m, SinkMachine)
-                results = [self._holds(a) for a in action.accusations]
-                return m.verified(action.token, results, self.now)
+                return m.verified(action.token, self._hold(action.accusations), self.now)
             case LoadIntake():
                 # as the node's writer: a read after every write queued before it
                 assert isinstance(m, RelayMachine)
@@ -622,6 +636,22 @@ class MemoryChain:
                 return []
         raise AssertionError(f"unknown action {action!r}")
 
+    def _hold(self, accusations: Sequence[Accusation]) -> list[bool]:
+        """The harness's :func:`mixnet.blame.verify_accusations`: each as :meth:`_holds`,
+        and a ``duplicate`` one only with another about a different input at its hop whose
+        fake layer holds the same onion."""
+        results = [self._holds(a) for a in accusations]
+        inputs: dict[tuple[int, bytes], set[bytes]] = {}
+        for accusation, holds in zip(accusations, results, strict=True):
+            if holds and accusation.failure is Failure.DUPLICATE:
+                last = accusation.steps[-1]
+                inputs.setdefault((last.hop, last.item[:-LAYER]), set()).add(last.item)
+        for index, accusation in enumerate(accusations):
+            if results[index] and accusation.failure is Failure.DUPLICATE:
+                last = accusation.steps[-1]
+                results[index] = len(inputs[last.hop, last.item[:-LAYER]]) > 1
+        return results
+
     def _holds(self, accusation: Accusation) -> bool:
         """The harness's :func:`mixnet.blame.verify_accusation`: a fake layer "opens" to the
         item without its last ``LAYER`` bytes."""
@@ -633,6 +663,8 @@ class MemoryChain:
             if step.item[:-LAYER] != following.item:
                 return False
         last = steps[-1]
+        if accusation.failure is Failure.DUPLICATE:  # paired by _hold
+            return 0 < last.hop < self.mixes - 1
         return (
             accusation.failure is Failure.INVALID_PAYLOAD
             and last.hop == self.mixes - 1

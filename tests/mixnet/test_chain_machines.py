@@ -15,11 +15,6 @@ from mixnet.core.status import RoundStatus
 from tests.mixnet.chain_harness import VALID_BELOW, MemoryChain
 
 
-def honest(values: tuple[int, ...]) -> bool:
-    """A client is honest unless one of its payloads is one the validator refuses."""
-    return all(v < VALID_BELOW for v in values)
-
-
 def check_results(chain: MemoryChain, *, settled: bool = True) -> None:
     """Every round the sink finished holds exactly the honest submissions the entry mix
     stored in it, each once, and reports every poisoned one as excluded; once the chain
@@ -30,7 +25,7 @@ def check_results(chain: MemoryChain, *, settled: bool = True) -> None:
         stored = chain.stored_in.get(round_id, {})
         if result["status"] == "aborted":
             continue
-        kept = {c: v for c, v in stored.items() if honest(v)}
+        kept = {c: v for c, v in stored.items() if chain.honest(c, v)}
         assert result["status"] == "ok", result
         assert result["clients"] == len(kept), (round_id, result, stored)
         assert result["excluded"] == len(stored) - len(kept), (round_id, result, stored)
@@ -39,7 +34,7 @@ def check_results(chain: MemoryChain, *, settled: bool = True) -> None:
     for round_id, stored in chain.stored_in.items():
         if sink.store.results.get(round_id, {}).get("status") == "ok":
             for ident, values in stored.items():
-                if honest(values):
+                if chain.honest(ident, values):
                     counted.setdefault(ident, []).append(round_id)
     for client in chain.clients:
         rounds = counted.get(client.ident, [])
@@ -52,7 +47,7 @@ def check_results(chain: MemoryChain, *, settled: bool = True) -> None:
         for acked in client.acked:
             status = sink.store.rounds[acked].status
             assert status in (RoundStatus.DONE, RoundStatus.ABORTED), (acked, status)
-            if status is RoundStatus.DONE and honest(client.values):
+            if status is RoundStatus.DONE and chain.honest(client.ident, client.values):
                 assert rounds == [acked]
 
 
@@ -83,6 +78,43 @@ def test_a_poisoned_submission_is_excluded_and_the_round_is_exact() -> None:
     check_results(chain)
     (result,) = chain.nodes[-1].store.results.values()
     assert result == {"round": 1, "status": "ok", "clients": 3, "sum": 366, "excluded": 1}
+
+
+def test_colliding_onions_are_excluded_and_the_round_is_exact() -> None:
+    """One client's first two onions hold the same hop-2 onion: mix 2 leaves both out and
+    accuses both inputs (``duplicate``); the entry mix excludes the submission."""
+    chain = MemoryChain(
+        mixes=3, messages=3, policy=RoundPolicy(3, 4, 10.0, chunk_size=8), seed=5
+    )
+    for i in range(3):
+        chain.add_client([i + 1, 10 * (i + 1), 100])
+    chain.add_client([5, 6, 7], twins=True)
+    chain.settle()
+    check_results(chain)
+    (result,) = chain.nodes[-1].store.results.values()
+    assert result == {"round": 1, "status": "ok", "clients": 3, "sum": 366, "excluded": 1}
+
+
+def test_colliding_onions_with_a_crash_at_every_step() -> None:
+    """The duplicates are found again after any crash (a restarted mix 2 from its stored
+    outputs), and the round still ends exact or aborted, never with a wrong sum."""
+    for victim in range(4):
+        for crash_after in range(1, 90, 4):
+            chain = MemoryChain(
+                mixes=3, messages=2, policy=RoundPolicy(2, 3, 5.0, "abort", chunk_size=8),
+                seed=crash_after,
+            )  # fmt: skip
+            chain.add_client([1, 2])
+            chain.add_client([3, 4], twins=True)
+            for i in range(3):
+                chain.add_client([i + 4, 7])
+            chain.eager = False
+            for _ in range(crash_after):
+                chain.step()
+            chain.crash(victim)
+            chain.restart(victim)
+            chain.settle()
+            check_results(chain)
 
 
 def test_a_poisoned_submission_with_a_crash_at_every_step() -> None:
