@@ -5,6 +5,7 @@ and cut deliveries (hypothesis explores the schedules)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -95,19 +96,20 @@ def test_colliding_onions_are_excluded_and_the_round_is_exact() -> None:
     assert result == {"round": 1, "status": "ok", "clients": 3, "sum": 366, "excluded": 1}
 
 
-def test_colliding_onions_with_a_crash_at_every_step() -> None:
-    """The duplicates are found again after any crash (a restarted mix 2 from its stored
-    outputs), and the round still ends exact or aborted, never with a wrong sum."""
+def crash_at_every_step(
+    clients: Sequence[tuple[list[int], bool]], *, chunk_size: int, steps: range
+) -> None:
+    """For each node and each step count in ``steps``: a chain of 3 mixes with these
+    ``(values, twins)`` clients is run that many steps, the node crashes and restarts, the
+    chain settles, and every result must be exact (:func:`check_results`)."""
     for victim in range(4):
-        for crash_after in range(1, 90, 4):
+        for crash_after in steps:
             chain = MemoryChain(
-                mixes=3, messages=2, policy=RoundPolicy(2, 3, 5.0, "abort", chunk_size=8),
-                seed=crash_after,
+                mixes=3, messages=2,
+                policy=RoundPolicy(2, 3, 5.0, "abort", chunk_size=chunk_size), seed=crash_after,
             )  # fmt: skip
-            chain.add_client([1, 2])
-            chain.add_client([3, 4], twins=True)
-            for i in range(3):
-                chain.add_client([i + 4, 7])
+            for values, twins in clients:
+                chain.add_client(values, twins=twins)
             chain.eager = False
             for _ in range(crash_after):
                 chain.step()
@@ -115,48 +117,27 @@ def test_colliding_onions_with_a_crash_at_every_step() -> None:
             chain.restart(victim)
             chain.settle()
             check_results(chain)
+
+
+def test_colliding_onions_with_a_crash_at_every_step() -> None:
+    """The duplicates are found again after any crash (a restarted mix 2 from its stored
+    outputs), and the round still ends exact or aborted, never with a wrong sum."""
+    others = [([i + 4, 7], False) for i in range(3)]
+    crash_at_every_step([([1, 2], False), ([3, 4], True), *others], chunk_size=8,
+                        steps=range(1, 90, 4))  # fmt: skip
 
 
 def test_a_poisoned_submission_with_a_crash_at_every_step() -> None:
     """The trace and the exclusion survive a crash of any node at any step."""
-    for victim in range(4):
-        for crash_after in range(1, 90, 4):
-            chain = MemoryChain(
-                mixes=3, messages=2, policy=RoundPolicy(2, 3, 5.0, "abort", chunk_size=2),
-                seed=crash_after,
-            )  # fmt: skip
-            chain.add_client([1, 2])
-            chain.add_client([VALID_BELOW, 3])
-            for i in range(3):
-                chain.add_client([i + 4, 7])
-            chain.eager = False
-            for _ in range(crash_after):
-                chain.step()
-            chain.crash(victim)
-            chain.restart(victim)
-            chain.settle()
-            check_results(chain)
+    others = [([i + 4, 7], False) for i in range(3)]
+    crash_at_every_step([([1, 2], False), ([VALID_BELOW, 3], False), *others], chunk_size=2,
+                        steps=range(1, 90, 4))  # fmt: skip
 
 
 def test_every_node_recovers_from_a_crash_at_every_step() -> None:
     """Crash each node after each of its first steps; the chain still ends exact."""
-    for victim in range(4):
-        for crash_after in range(1, 80, 3):
-            chain = MemoryChain(
-                mixes=3,
-                messages=2,
-                policy=RoundPolicy(2, 3, 5.0, "abort", chunk_size=2),
-                seed=crash_after,
-            )
-            for i in range(5):
-                chain.add_client([i + 1, 7])
-            chain.eager = False
-            for _ in range(crash_after):
-                chain.step()
-            chain.crash(victim)
-            chain.restart(victim)
-            chain.settle()
-            check_results(chain)
+    crash_at_every_step([([i + 1, 7], False) for i in range(5)], chunk_size=2,
+                        steps=range(1, 80, 3))  # fmt: skip
 
 
 class ChainSchedules(RuleBasedStateMachine):
