@@ -215,6 +215,30 @@ ChainSchedules.TestCase.settings = settings(
 TestChainSchedules = ChainSchedules.TestCase
 
 
+class ChainSchedulesWithTwins(ChainSchedules):
+    """The same schedules with a client whose onions collide at mix 2 instead of the
+    poisoned one (chunks of 8 items, so that mix 2's reply carries both its accusations)."""
+
+    def __init__(self) -> None:
+        RuleBasedStateMachine.__init__(self)
+        self.chain = MemoryChain(
+            mixes=3, messages=2, policy=RoundPolicy(2, 4, 5.0, "abort", chunk_size=8), seed=11
+        )
+        self.chain.eager = False
+        for i in range(6):
+            self.chain.add_client([i + 1, 1000 * (i + 1)])
+        self.chain.add_client([7, 8], twins=True)  # left out at mix 2, traced, excluded
+
+
+ChainSchedulesWithTwins.TestCase.settings = settings(
+    max_examples=int(os.environ.get("CHAIN_EXAMPLES", "100")),
+    stateful_step_count=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestChainSchedulesWithTwins = ChainSchedulesWithTwins.TestCase
+
+
 def test_a_chain_of_one_mix_confirms_its_rounds_and_refuses_bad_payloads_at_intake() -> None:
     """With one mix the entry mix is also the last: it checks the payloads when it peels a
     submission (a bad one is refused whole), and confirms a forwarded round without a trace
