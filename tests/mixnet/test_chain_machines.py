@@ -146,13 +146,19 @@ class ChainSchedules(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.chain = MemoryChain(
+        self.chain = self.make_chain()
+        self.chain.eager = False
+
+    @staticmethod
+    def make_chain() -> MemoryChain:
+        """Six honest clients and a poisoned one (traced and excluded)."""
+        chain = MemoryChain(
             mixes=3, messages=2, policy=RoundPolicy(2, 4, 5.0, "abort", chunk_size=3), seed=7
         )
-        self.chain.eager = False
         for i in range(6):
-            self.chain.add_client([i + 1, 1000 * (i + 1)])
-        self.chain.add_client([VALID_BELOW + 1, 7])  # poisoned: traced and excluded
+            chain.add_client([i + 1, 1000 * (i + 1)])
+        chain.add_client([VALID_BELOW + 1, 7])
+        return chain
 
     @precondition(lambda self: bool(self.chain.runnable()))
     @rule(data=st.data(), steps=st.sampled_from([1, 1, 2, 100]))
@@ -205,13 +211,17 @@ class ChainSchedules(RuleBasedStateMachine):
         assert all(c.done for c in self.chain.clients)
 
 
-ChainSchedules.TestCase.settings = settings(
-    # CHAIN_EXAMPLES=3000 for a longer search (CI runs the default)
-    max_examples=int(os.environ.get("CHAIN_EXAMPLES", "200")),
-    stateful_step_count=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+def schedule_settings(examples: int) -> settings:
+    """``examples`` schedules of 60 steps (``CHAIN_EXAMPLES=3000`` for a longer search)."""
+    return settings(
+        max_examples=int(os.environ.get("CHAIN_EXAMPLES", str(examples))),
+        stateful_step_count=60,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+ChainSchedules.TestCase.settings = schedule_settings(200)
 TestChainSchedules = ChainSchedules.TestCase
 
 
@@ -219,23 +229,20 @@ class ChainSchedulesWithTwins(ChainSchedules):
     """The same schedules with a client whose onions collide at mix 2 instead of the
     poisoned one (chunks of 8 items, so that mix 2's reply carries both its accusations)."""
 
-    def __init__(self) -> None:
-        RuleBasedStateMachine.__init__(self)
-        self.chain = MemoryChain(
+    @staticmethod
+    def make_chain() -> MemoryChain:
+        """Six honest clients and one whose onions collide (left out at mix 2, traced,
+        excluded)."""
+        chain = MemoryChain(
             mixes=3, messages=2, policy=RoundPolicy(2, 4, 5.0, "abort", chunk_size=8), seed=11
         )
-        self.chain.eager = False
         for i in range(6):
-            self.chain.add_client([i + 1, 1000 * (i + 1)])
-        self.chain.add_client([7, 8], twins=True)  # left out at mix 2, traced, excluded
+            chain.add_client([i + 1, 1000 * (i + 1)])
+        chain.add_client([7, 8], twins=True)
+        return chain
 
 
-ChainSchedulesWithTwins.TestCase.settings = settings(
-    max_examples=int(os.environ.get("CHAIN_EXAMPLES", "100")),
-    stateful_step_count=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+ChainSchedulesWithTwins.TestCase.settings = schedule_settings(100)
 TestChainSchedulesWithTwins = ChainSchedulesWithTwins.TestCase
 
 
