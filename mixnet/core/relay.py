@@ -32,7 +32,7 @@ from mixnet.core.actions import Action, Peel, Persist, Reply, Send
 from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.digests import replay_digests
 from mixnet.core.downstream import ChunkReceiver
-from mixnet.core.items import Items, repeated_items
+from mixnet.core.items import Items
 from mixnet.core.records import EraseKey, NewRound, NodeRecords, SetRound
 from mixnet.core.rounds import (
     KeyFactory,
@@ -264,30 +264,18 @@ class RelayMachine(ChunkReceiver, TracingMix):
 
     def _batch_complete(self, st: RoundState, payloads: list[bytes]) -> list[Action]:
         st.batch = None
+        self._note_duplicates(st, [payloads])
         kept: Sequence[bytes] = payloads
-        if self.role is Role.RELAY:  # the last mix's plaintexts may repeat; onions may not
-            kept = self._without_duplicates(st, payloads)
+        if st.duplicates:  # no copy goes on: the trace accuses the inputs that made them
+            keep = [i for i, p in enumerate(payloads) if p not in st.duplicates]
+            if isinstance(payloads, Items):
+                kept = payloads.take(np.asarray(keep, dtype=np.intp))
+            else:
+                kept = [payloads[i] for i in keep]
         return [
             Persist((SetRound(st.round_id, status=RoundStatus.CLOSED, clients=st.clients),)),
             *self._start_mix(st, kept, st.clients or 0),
         ]
-
-    @staticmethod
-    def _without_duplicates(st: RoundState, payloads: Sequence[bytes]) -> Sequence[bytes]:
-        """``payloads`` without any copy of an onion that more than one input peeled to (a
-        client made them collide: honest clients' onions never do). They are remembered in
-        ``st.duplicates`` and counted as dropped; the trace accuses every input that made
-        one (``duplicate``), so that the round is not aborted for an untraced replay at the
-        next mix."""
-        repeated = repeated_items([payloads])
-        st.duplicates = set(repeated)
-        if not repeated:
-            return payloads
-        st.dropped += sum(repeated.values())
-        keep = [i for i, p in enumerate(payloads) if p not in st.duplicates]
-        if isinstance(payloads, Items):
-            return payloads.take(np.asarray(keep, dtype=np.intp))
-        return [payloads[i] for i in keep]
 
     # ------------------------------------------------------------------ recovery
 

@@ -581,8 +581,18 @@ class TracingMix(MixRounds):
                 continue
             st.chunk_payloads[chunk.index] = chunk.payloads  # its inputs stay on disk
             st.dropped += chunk.dropped
-        if self.role is Role.RELAY:  # the onions it left out as duplicates, found again
-            order = sorted(st.chunk_payloads)
-            repeated = repeated_items([st.chunk_payloads[i] for i in order])
-            st.duplicates = set(repeated)
-            st.dropped += sum(repeated.values())
+        # the onions it left out of its batch as duplicates, found again
+        self._note_duplicates(st, [st.chunk_payloads[i] for i in sorted(st.chunk_payloads)])
+
+    def _note_duplicates(self, st: RoundState, outputs: Sequence[Sequence[bytes]]) -> None:
+        """At a relay (not the last mix, whose plaintexts may repeat): remember in
+        ``st.duplicates`` every onion that more than one input peeled to across ``outputs``
+        (the round's, in chunk order; a client made them collide: honest clients' onions
+        never do) and count every copy as dropped. No copy is forwarded; the trace accuses
+        every input that made one (``duplicate``), so that the next mix does not drop a
+        copy as an untraced replay and abort the round."""
+        if self.role is not Role.RELAY:
+            return
+        repeated = repeated_items(outputs)
+        st.duplicates = set(repeated)
+        st.dropped += sum(repeated.values())
