@@ -365,7 +365,8 @@ class RowArena:
 def _prefixes(part: Sequence[bytes]) -> npt.NDArray[np.uint64]:
     """The first 8 bytes of each item (zero-padded), as little-endian integers."""
     if isinstance(part, Items) and part.width >= 8:
-        return np.ascontiguousarray(part.array()[:, :8]).view("<u8").ravel().astype(np.uint64)
+        words = np.ascontiguousarray(part.array()[:, :8]).view("<u8").ravel()
+        return words.astype(np.uint64, copy=False)  # no copy on a little-endian machine
     return np.array(
         [int.from_bytes(bytes(item[:8]).ljust(8, b"\0"), "little") for item in part],
         dtype=np.uint64,
