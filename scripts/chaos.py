@@ -58,8 +58,9 @@ failure for the trace and proves it (``no-owner``); with ``payload`` (a chain wi
 every layer opens but one share is not reduced mod N, which the analyzer's validator at the
 last mix refuses (``invalid-payload``); with ``twins`` two of its onions are different mix-2
 layers around one mix-3 onion, which mix 2 peels to the same onion, leaves out and accuses
-(``duplicate``). The poisoner takes one user's place in the round, is
-never counted, and the round must end with ``excluded = 1``, whichever node was killed when.
+(``duplicate``; needs ``--chunk-size 8`` or more, so that mix 2's reply carries both
+accusations). The poisoner takes one user's place in the round, is never counted, and the
+round must end with ``excluded = 1``, whichever node was killed when.
 
 Two at once (``--pairs``). The target and the next node in the chain (after the analyzer: the
 entry mix) are SIGKILLed together and restarted together, as when a host running both goes
@@ -269,7 +270,8 @@ class Shape:
     messages: int
     chunk_size: int
     #: one poisoned submission per round (``--poison``): a garbage ``layer`` (on a chain with
-    #: ownership proofs) or a ``payload`` the validator refuses; ``None``: none
+    #: ownership proofs), a ``payload`` the validator refuses, or ``twins`` (two onions that
+    #: collide at mix 2); ``None``: none
     poison: str | None = None
     #: every node serves wss:// (and HTTPS) with a certificate of a CA made for the chain
     tls: bool = False
@@ -722,8 +724,9 @@ class Driver:
 
     async def _send_poison(self, point: Point, net: ChainClient, info: RoundInfo) -> None:
         """The poisoner's submission into the point's round (acknowledged before any user's):
-        its first inner onion is garbage at mix 2 or mix 3 (:func:`poisoned_box`), or its
-        first share a payload the validator refuses (:func:`bad_payload_box`)."""
+        its first inner onion is garbage at mix 2 or mix 3 (:func:`poisoned_box`), its first
+        share a payload the validator refuses (:func:`bad_payload_box`), or its first two
+        onions collide at mix 2 (:func:`twins_box`)."""
         if self.shape.poison == "payload":
             point.checks.append("poisoner submits a share that is not reduced mod N")
             box = await asyncio.to_thread(bad_payload_box, net, info, self.shape)
