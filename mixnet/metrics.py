@@ -20,7 +20,8 @@ Series:
 * ``mixnet_rounds_total{outcome}``: rounds finished here, by outcome (:data:`ROUND_OUTCOMES`
   are present from the start, at 0).
 * ``mixnet_messages_total``: messages mixed or delivered.
-* ``mixnet_dropped_total``: items dropped (replayed or failing to peel).
+* ``mixnet_dropped_total``: items dropped (replayed, failing to peel, or one of several
+  inputs that peeled to the same onion).
 * ``mixnet_excluded_submissions_total``: submissions the chain proved bad and excluded
   (counted at the sink; present from the start, at 0).
 * ``mixnet_refused_total{reason}``: connections or requests refused, by reason; the
@@ -149,7 +150,7 @@ class NodeMetrics:
         )
         self.dropped = Counter(
             "mixnet_dropped",
-            "Items dropped (replayed or failing to peel).",
+            "Items dropped (replayed, failing to peel, or peeling to another input's onion).",
             base,
             registry=registry,
         )
@@ -241,12 +242,12 @@ class NodeMetrics:
         """Record that a round finished here with ``outcome`` (one of
         :data:`ROUND_OUTCOMES`, or another short token).
 
-        ``messages`` (mixed or delivered) and ``dropped`` (replayed or failing to peel) are
-        added to their counters. ``hop_seconds`` (intake complete to forwarded/delivered) and
-        ``round_seconds`` (entry mix: opened to forwarded; sink: opened to result) are
-        observed when given; pass ``None`` for what this node does not measure. All
-        arguments are checked before anything is recorded: ``TypeError`` for a wrong type,
-        ``ValueError`` for a negative count or a negative or non-finite time.
+        ``messages`` (mixed or delivered) and ``dropped`` (replayed, failing to peel, or
+        duplicates) are added to their counters. ``hop_seconds`` (intake complete to
+        forwarded/delivered) and ``round_seconds`` (entry mix: opened to forwarded; sink:
+        opened to result) are observed when given; pass ``None`` for what this node does not
+        measure. All arguments are checked before anything is recorded: ``TypeError`` for a
+        wrong type, ``ValueError`` for a negative count or a negative or non-finite time.
         """
         label = _token(outcome, "outcome")
         messages = _count(messages, "messages")

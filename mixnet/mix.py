@@ -354,12 +354,7 @@ class MixNode(BaseNode):
                 started = self._peel_started.pop(r)
                 times = self._round_times.setdefault(r, {})
                 times["peel_seconds"] = times.get("peel_seconds", 0.0) + self.clock() - started
-        flat = [item for part in results for item in part]
-        failed = sum(1 for item in flat if not isinstance(item, bytes))
-        if failed and self.role is not Role.ENTRY:
-            times = self._round_times.setdefault(r, {})
-            times["dropped"] = times.get("dropped", 0) + failed
-        return flat
+        return [item for part in results for item in part]
 
     async def prove(self, action: Prove) -> list[Action]:
         """Prove this mix's step for each item (its shared secret and a Chaum–Pedersen
@@ -429,8 +424,15 @@ class MixNode(BaseNode):
             self.pool, _mix_cut_and_sign, action.payloads, action.chunk_size, action.round_id,
             sign,
         )  # fmt: skip
+        # every item the round's stored chunks dropped (replays, layers that did not peel,
+        # copies of an onion that several inputs peeled to), counted by the machine: also
+        # after a restart, which re-derives it from the store
+        st = self.machine.rounds.get(action.round_id)
         self.note(
-            action.round_id, messages=len(action.payloads), mix_seconds=self.clock() - started
+            action.round_id,
+            messages=len(action.payloads),
+            mix_seconds=self.clock() - started,
+            dropped=0 if st is None else st.dropped,
         )
         return self.machine.mixed(action.round_id, chunks, signatures)
 

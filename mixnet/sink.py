@@ -191,10 +191,12 @@ class SinkNode(BaseNode):
             result = await asyncio.to_thread(
                 self.application.analyze, action.round_id, action.batch
             )
+            st = self.machine.rounds.get(action.round_id)
             self.note(
                 action.round_id,
                 messages=len(action.batch.payloads),
                 analyze_seconds=self.clock() - started,
+                dropped=0 if st is None else st.dropped,  # replays (see MixNode.mix)
             )
             if action.batch.excluded:
                 self.metrics.submissions_excluded(action.batch.excluded)

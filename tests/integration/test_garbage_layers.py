@@ -162,6 +162,8 @@ async def test_two_onions_that_collide_at_a_later_mix_are_traced_and_excluded(
             assert decode_frame(await ws.recv(), max_size=1 << 20)["type"] == "accepted"  # type: ignore[arg-type]
         await net.submit_many(VALUES, concurrency=3)
         result = await net.result(r, timeout=60)
+        dropped = [dropped_in(mix.status(), r) for mix in chain.mixes]
+    assert dropped == [0, 2, 0]  # both copies, at mix 2, in its /status
     assert result.raw["status"] == "ok", result.raw
     assert result.raw["excluded"] == 1 and result.users == USERS
     assert Fraction(result.raw["estimate_exact"]) == honest_sum()
