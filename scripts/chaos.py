@@ -6,20 +6,21 @@ every acknowledged submission is counted exactly once.
 
     .venv/bin/python scripts/chaos.py --points 30 --json /tmp/chaos.json
 
-The driver writes a chain directory (chain file, identity keys) for three mixes and the
-analyzer, and starts each as its own OS process (``python -m cloaknet node --chain ...
---name ... --db ...``, every node with its own sqlite database) on free 127.0.0.1 ports. The
-chain runs the cloak in sum-preserving mode (no noise) with explicit ``[protocol]``
-parameters, and rounds of exactly ``--users`` users (``min_users = max_users``).
+The driver writes a chain directory (chain file, identity keys) for ``--mixes`` mixes (3 to
+5; default 3) and the analyzer, and starts each as its own OS process (``python -m cloaknet
+node --chain ... --name ... --db ...``, every node with its own sqlite database) on free
+127.0.0.1 ports. The chain runs the cloak in sum-preserving mode (no noise) with explicit
+``[protocol]`` parameters, and rounds of exactly ``--users`` users (``min_users = max_users``).
 
-Every kill point runs one round. Its target is the next node kind in turn (entry mix, middle
-mix, last mix, analyzer); its phase is drawn (seeded by ``--seed``) from that kind's phases:
+Every kill point runs one round. Its target is the next node in turn (every mix in chain order,
+then the analyzer); its phase is drawn (seeded by ``--seed``) from the phases of that node's
+kind (entry mix, middle mix — every mix between the first and the last —, last mix, analyzer):
 
 * ``submitting`` — about half the users were acknowledged, more are in flight;
 * ``closed`` — right after the closing submission reached the entry mix;
 * ``receiving`` — (middle and last mix) the predecessor is forwarding its batch to the target;
-* ``forwarding`` — a mix target has mixed and is forwarding (for the analyzer: the middle mix
-  is);
+* ``forwarding`` — a mix target has mixed and is forwarding (for the analyzer: the last mix's
+  predecessor is);
 * ``assembling`` — the last mix is forwarding to the analyzer, which assembles the batch.
 
 Phases are detected by polling the nodes' ``/status`` round statuses (``submitting`` and
@@ -53,14 +54,16 @@ table's ``resent`` column counts those resends (the probe's included).
 Poisoned submissions (``--poison layer``, ``payload`` or ``twins``). In every point one more
 client (the *poisoner*, before the users) submits a submission the trace must exclude: with
 ``layer`` the chain runs with ownership proofs and the box's first inner onion is random bytes
-at mix 2 (or, every other round of four points, at mix 3): that mix cannot peel it, keeps the
-failure for the trace and proves it (``no-owner``); with ``payload`` (a chain without proofs)
-every layer opens but one share is not reduced mod N, which the analyzer's validator at the
-last mix refuses (``invalid-payload``); with ``twins`` two of its onions are different mix-2
-layers around one mix-3 onion, which mix 2 peels to the same onion, leaves out and accuses
-(``duplicate``; needs ``--chunk-size 8`` or more, so that mix 2's reply carries both
-accusations). The poisoner takes one user's place in the round, is never counted, and the
-round must end with ``excluded = 1``, whichever node was killed when.
+at a mix after the first (mix 2 to the last, the next one at each point and one further at
+each turn of the targets, so that every node is killed with each): that mix cannot peel it,
+keeps the failure for the trace and proves it (``no-owner``); with ``payload`` (a chain
+without proofs) every layer opens but one share is not reduced mod N, which the analyzer's
+validator at the last mix refuses (``invalid-payload``); with ``twins`` two of its onions
+differ in every layer up to a mix between the first and the last (chosen likewise) and hold
+one onion after it, which that mix peels twice, leaves out and accuses (``duplicate``; needs
+``--chunk-size`` of at least 4 × (mixes − 1), so that the trace reply of the mix before the
+last carries both accusations). The poisoner takes one user's place in the round, is never
+counted, and the round must end with ``excluded = 1``, whichever node was killed when.
 
 Two at once (``--pairs``). The target and the next node in the chain (after the analyzer: the
 entry mix) are SIGKILLed together and restarted together, as when a host running both goes
@@ -128,11 +131,30 @@ from mixnet.tls import TlsConfig, client_context
 from mixnet.wire import encode_frame, get_int
 
 HOST = "127.0.0.1"
-MIXES = ("mix1", "mix2", "mix3")
 ANALYZER = "analyzer"
-NODES = (*MIXES, ANALYZER)
-KINDS = ("entry", "middle", "last", "analyzer")
-NODE_OF_KIND = {"entry": "mix1", "middle": "mix2", "last": "mix3", "analyzer": ANALYZER}
+#: Mixes a chain may have (``--mixes``).
+MIX_COUNTS = range(3, 6)
+
+
+def mix_names(mixes: int) -> tuple[str, ...]:
+    """The chain's mixes in order: ``mix1`` (the entry mix) .. ``mix<mixes>`` (the last)."""
+    return tuple(f"mix{i}" for i in range(1, mixes + 1))
+
+
+def node_names(mixes: int) -> tuple[str, ...]:
+    """Every node of the chain in order: its mixes, then the analyzer."""
+    return (*mix_names(mixes), ANALYZER)
+
+
+def kind_of(name: str, mixes: int) -> str:
+    """The node's kind: ``entry``, ``middle`` (every mix between the first and the last),
+    ``last`` or ``analyzer``."""
+    if name == ANALYZER:
+        return "analyzer"
+    index = mix_names(mixes).index(name)
+    return "entry" if index == 0 else "last" if index == mixes - 1 else "middle"
+
+
 PHASES: dict[str, tuple[str, ...]] = {
     "entry": ("submitting", "closed", "forwarding", "assembling"),
     "middle": ("submitting", "closed", "receiving", "forwarding", "assembling"),
@@ -227,25 +249,26 @@ def bad_payload_box(net: ChainClient, info: RoundInfo, shape: Shape) -> bytes:
     return net.mixnet.wrap(payloads, info)
 
 
-def twins_box(net: ChainClient, info: RoundInfo, shape: Shape) -> bytes:
-    """A submission box for ``info``'s round whose first two inner onions are two different
-    mix-2 layers around one mix-3 onion: mix 2 peels both to the same onion, leaves them out
-    and accuses both inputs (``duplicate``)."""
+def twins_box(net: ChainClient, info: RoundInfo, shape: Shape, hop: int = 1) -> bytes:
+    """A submission box for ``info``'s round whose first two inner onions differ in every
+    layer up to mix ``hop`` (1: mix 2; below the last mix) and hold one onion after it: mix
+    ``hop`` peels both to the same onion, leaves them out and accuses both inputs
+    (``duplicate``)."""
     chain_id, r, keys = net.chain.config.chain_id, info.round_id, info.public_keys
     share = encode_share(0, shape.modulus)
     items = [
         wrap(share, keys[1:], chain_id=chain_id, round_id=r, first_hop=1)
         for _ in range(shape.messages)
     ]
-    twin = wrap(share, keys[2:], chain_id=chain_id, round_id=r, first_hop=2)
-    for i in (0, 1):
-        items[i] = wrap(twin, keys[1:2], chain_id=chain_id, round_id=r, first_hop=1)
+    twin = wrap(share, keys[hop + 1 :], chain_id=chain_id, round_id=r, first_hop=hop + 1)
+    for i in (0, 1):  # fresh ephemeral keys: the two differ in every layer around the twin
+        items[i] = wrap(twin, keys[1 : hop + 1], chain_id=chain_id, round_id=r, first_hop=1)
     return seal_layer(b"".join(items), keys[0], chain_id=chain_id, round_id=r, hop_index=0)
 
 
 def poisoned_box(net: ChainClient, info: RoundInfo, hop: int, shape: Shape) -> bytes:
     """A submission box for ``info``'s round whose first inner onion is random bytes at mix
-    ``hop`` (1: the middle mix, 2: the last; under valid layers before it); its other onions
+    ``hop`` (1: mix 2, up to the last mix; under valid layers before it); its other onions
     carry zero shares. On a chain with ownership proofs that mix proves it cannot be peeled
     (``no-owner``) and the trace excludes the whole submission."""
     chain_id, r, keys = net.chain.config.chain_id, info.round_id, info.public_keys
@@ -271,10 +294,20 @@ class Shape:
     chunk_size: int
     #: one poisoned submission per round (``--poison``): a garbage ``layer`` (on a chain with
     #: ownership proofs), a ``payload`` the validator refuses, or ``twins`` (two onions that
-    #: collide at mix 2); ``None``: none
+    #: collide at a mix between the first and the last); ``None``: none
     poison: str | None = None
     #: every node serves wss:// (and HTTPS) with a certificate of a CA made for the chain
     tls: bool = False
+    #: mixes of the chain (:data:`MIX_COUNTS`)
+    mixes: int = 3
+
+    @property
+    def mix_names(self) -> tuple[str, ...]:
+        return mix_names(self.mixes)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return node_names(self.mixes)
 
     @property
     def window(self) -> int:
@@ -337,9 +370,10 @@ class Chain:
         self.directory = directory
         self.shape = shape
         self.processes = processes
-        keys = generate_node_keys(directory, MIXES)
-        ports = free_ports(len(NODES))
-        self.ports = dict(zip(NODES, ports, strict=True))
+        self.mixes, self.nodes = shape.mix_names, shape.nodes
+        keys = generate_node_keys(directory, self.mixes)
+        ports = free_ports(len(self.nodes))
+        self.ports = dict(zip(self.nodes, ports, strict=True))
         #: what the driver's own connections trust (``None``: plain ws:// and HTTP)
         self.client_tls: ssl.SSLContext | None = None
         tls_config, serve_with = None, []
@@ -356,7 +390,7 @@ class Chain:
         )
         config = ChainConfig(
             chain_id="chaos",
-            mixes=tuple(NodeInfo(n, self.url(n), keys[n]) for n in MIXES),
+            mixes=tuple(NodeInfo(n, self.url(n), keys[n]) for n in self.mixes),
             sink=NodeInfo(ANALYZER, self.url(ANALYZER), None),
             policy=policy,
             sections={},
@@ -367,7 +401,7 @@ class Chain:
         self.chain_path = directory / "chain.toml"
         write_chain_file(self.chain_path, config, shape.params())
         self.commands: dict[str, list[str]] = {}
-        for name in NODES:
+        for name in self.nodes:
             command = [
                 sys.executable, "-m", "cloaknet", "node",
                 "--chain", str(self.chain_path),
@@ -389,9 +423,9 @@ class Chain:
         self.procs[name] = self.processes.spawn(self.commands[name], self.log_path(name))
 
     def start_all(self) -> None:
-        for name in reversed(NODES):  # the analyzer first: each node's successor is up
+        for name in reversed(self.nodes):  # the analyzer first: each node's successor is up
             self.start(name)
-        self.wait_healthy(NODES, START_WAIT)
+        self.wait_healthy(self.nodes, START_WAIT)
 
     def wait_healthy(self, names: Sequence[str], timeout: float) -> None:
         limit = time.monotonic() + timeout
@@ -446,7 +480,7 @@ class Chain:
 
     def open_round(self) -> tuple[int, int] | None:
         """The entry mix's open round and its accepted submissions, if one is open."""
-        data = self.status(MIXES[0])
+        data = self.status(self.mixes[0])
         current = None if data is None else data.get("current_round")
         if not isinstance(current, dict):
             return None
@@ -554,20 +588,23 @@ class Point:
         return self.observed + (" (late)" if self.late else "")
 
 
-def schedule(points: int, seed: int) -> list[Point]:
-    """Point i kills the node of kind KINDS[i % 4]; its phase is the next of a seeded shuffle
-    of that kind's phases (reshuffled when used up); a seeded fraction in [0, 0.8) places the
-    kill within the phase (see :meth:`Driver.phase_delay`)."""
+def schedule(points: int, seed: int, mixes: int = 3) -> list[Point]:
+    """Point i kills the chain's node i modulo the number of nodes (its mixes in order, then
+    the analyzer); its phase is the next of a seeded shuffle of that node's kind's phases
+    (reshuffled when used up); a seeded fraction in [0, 0.8) places the kill within the
+    phase (see :meth:`Driver._kill_in_phase`)."""
     rng = random.Random(seed)
-    decks: dict[str, list[str]] = {kind: [] for kind in KINDS}
+    nodes = node_names(mixes)
+    decks: dict[str, list[str]] = {name: [] for name in nodes}
     out: list[Point] = []
     for i in range(points):
-        kind = KINDS[i % len(KINDS)]
-        if not decks[kind]:
-            decks[kind] = list(PHASES[kind])
-            rng.shuffle(decks[kind])
-        phase = decks[kind].pop()
-        out.append(Point(i + 1, kind, phase, round(rng.uniform(0.0, 0.8), 3)))
+        name = nodes[i % len(nodes)]
+        kind = kind_of(name, mixes)
+        if not decks[name]:
+            decks[name] = list(PHASES[kind])
+            rng.shuffle(decks[name])
+        phase = decks[name].pop()
+        out.append(Point(i + 1, kind, phase, round(rng.uniform(0.0, 0.8), 3), target=name))
     return out
 
 
@@ -644,7 +681,6 @@ class Driver:
 
     async def run_point(self, point: Point) -> None:
         started = time.monotonic()
-        point.target = NODE_OF_KIND[point.node]
         point.directory = str(self.chain.directory)
         resent_before = self.resends.count
         stop = threading.Event()
@@ -666,12 +702,12 @@ class Driver:
             except ChaosError as exc:
                 point.error = str(exc)
         point.recovered = point.error is None and point.lost == 0 and point.doubled == 0
-        for name in NODES:
+        for name in self.chain.nodes:
             lines = self.chain.log_lines(name, (" ERROR ", " CRITICAL ", "Traceback"))
             if lines:
                 point.log_warnings[name] = lines[-20:]
         if not point.recovered:
-            for name in NODES:
+            for name in self.chain.nodes:
                 point.log_warnings.setdefault(name, [])
                 point.log_warnings[name] += [
                     "--- tail ---",
@@ -704,7 +740,7 @@ class Driver:
                 del probe_frame["type"]
                 probe_frame = {"type": "submit-many", "submissions": [probe_frame]}
             raw = await ws_connect(
-                chain.url(MIXES[0]), compression=None, max_size=MAX_REPLY, proxy=None,
+                chain.url(chain.mixes[0]), compression=None, max_size=MAX_REPLY, proxy=None,
                 ssl=chain.client_tls,
             )
             try:
@@ -724,30 +760,39 @@ class Driver:
 
     async def _send_poison(self, point: Point, net: ChainClient, info: RoundInfo) -> None:
         """The poisoner's submission into the point's round (acknowledged before any user's):
-        its first inner onion is garbage at mix 2 or mix 3 (:func:`poisoned_box`), its first
-        share a payload the validator refuses (:func:`bad_payload_box`), or its first two
-        onions collide at mix 2 (:func:`twins_box`)."""
+        its first inner onion is garbage at a mix after the first (:func:`poisoned_box`; the
+        hop per point is :meth:`_turn`'s), its first share a payload the validator refuses
+        (:func:`bad_payload_box`), or its first two onions collide at a mix between the first
+        and the last (:func:`twins_box`; likewise)."""
         if self.shape.poison == "payload":
             point.checks.append("poisoner submits a share that is not reduced mod N")
             box = await asyncio.to_thread(bad_payload_box, net, info, self.shape)
-        elif self.shape.poison == "twins":
-            point.checks.append("poisoner submits two onions that collide at mix 2")
-            box = await asyncio.to_thread(twins_box, net, info, self.shape)
+        elif self.shape.poison == "twins":  # at each mix between the first and the last
+            hop = 1 + self._turn(point, self.shape.mixes - 2)
+            point.checks.append(f"poisoner submits two onions that collide at hop {hop}")
+            box = await asyncio.to_thread(twins_box, net, info, self.shape, hop)
         else:
-            hop = 1 + (point.index - 1) // len(KINDS) % 2
+            hop = 1 + self._turn(point, self.shape.mixes - 1)
             point.checks.append(f"poisoner submits garbage for hop {hop}")
             box = await asyncio.to_thread(poisoned_box, net, info, hop, self.shape)
         frame = {"type": "submit", "round": info.round_id, "client": f"p{point.index}-poison",
                  "box": box}  # fmt: skip
-        link = Link(self.chain.url(MIXES[0]), max_size=MAX_REPLY, name="chaos-poisoner",
-                    retry_for=self.args.point_timeout,
-                    ssl_context=self.chain.client_tls)  # fmt: skip
+        chain = self.chain
+        link = Link(chain.url(chain.mixes[0]), max_size=MAX_REPLY, name="chaos-poisoner",
+                    retry_for=self.args.point_timeout, ssl_context=chain.client_tls)  # fmt: skip
         try:
             reply = await link.request(frame, expect="accepted")
         finally:
             await link.close()
         if reply.get("round") != info.round_id:
             raise ChaosError(f"the poisoner was acknowledged as {reply!r}")
+
+    def _turn(self, point: Point, choices: int) -> int:
+        """Which of ``choices`` (e.g. hops) the point takes: the next one at each point, and
+        one further at each turn of the schedule's targets, so that every node is killed
+        with each choice in turn."""
+        index, turn = point.index - 1, (point.index - 1) // len(self.shape.nodes)
+        return (index + turn) % choices
 
     async def _finish_point(
         self,
@@ -770,7 +815,7 @@ class Driver:
         # the probe never read its reply: resend the identical frame, as the library does
         point.checks.append("probe resends its submission")
         link = Link(
-            chain.url(MIXES[0]),
+            chain.url(chain.mixes[0]),
             max_size=MAX_REPLY,
             name="chaos-probe",
             retry_for=self.args.point_timeout,
@@ -885,7 +930,8 @@ class Driver:
         analyzer's: the entry mix) at once, as a host running both would go down."""
         self.chain.kill(point.target)
         if self.args.pairs:
-            point.also = NODES[(NODES.index(point.target) + 1) % len(NODES)]
+            nodes = self.chain.nodes
+            point.also = nodes[(nodes.index(point.target) + 1) % len(nodes)]
             self.chain.kill(point.also)
 
     def forward_seconds(self, sender: str) -> float:
@@ -907,14 +953,14 @@ class Driver:
         """Poll /status until the point's phase, then SIGKILL the target (in a thread).
         Returns the target's round status at the kill and whether the phase was missed."""
         chain, target, phase = self.chain, point.target, point.phase
-        if phase == "forwarding":  # the target mix (the middle mix for the analyzer) forwards
-            sender = target if target != ANALYZER else MIXES[1]
+        if phase == "forwarding":  # the target mix (for the analyzer: the last mix's
+            sender = target if target != ANALYZER else chain.mixes[-2]  # predecessor) forwards
             names = sorted({target, sender})
         elif phase == "receiving":  # the target's predecessor forwards to it
-            sender = NODES[NODES.index(target) - 1]
+            sender = chain.nodes[chain.nodes.index(target) - 1]
             names = sorted({target, sender})
         elif phase == "assembling":  # the last mix forwards to the analyzer
-            sender = MIXES[-1]
+            sender = chain.mixes[-1]
             names = sorted({target, sender, ANALYZER})
         else:
             raise ValueError(f"unknown phase {phase!r}")
@@ -1146,6 +1192,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="kill the target and the next node in the chain at once (the analyzer's: the "
         "entry mix), as when a host running both goes down, and restart both",
     )
+    p.add_argument(
+        "--mixes", type=int, default=3,
+        help=f"mixes in the chain, {MIX_COUNTS.start}..{MIX_COUNTS.stop - 1} (default 3); "
+        "the points kill every mix in turn, then the analyzer",
+    )
     p.add_argument("--json", type=Path, default=None, help="write every detail here")
     p.add_argument("--keep", action="store_true", help="keep the chain directories")
     p.add_argument("--quiet", action="store_true", help="no per-point progress lines")
@@ -1156,9 +1207,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error(f"--users must be in 2..{MAX_SLOTS}")
     if args.poison and args.users < 3:
         p.error("--poison needs --users >= 3 (the probe, a user and the poisoner)")
-    if args.poison == "twins" and args.chunk_size < 8:
-        p.error("--poison twins needs --chunk-size >= 8 (mix 2's trace reply, at most "
-                "chunk_size // 4 accusations, must carry both duplicate accusations)")
+    if args.mixes not in MIX_COUNTS:
+        p.error(f"--mixes must be in {MIX_COUNTS.start}..{MIX_COUNTS.stop - 1}")
+    least = 4 * (args.mixes - 1)
+    if args.poison == "twins" and args.chunk_size < least:
+        p.error(f"--poison twins with {args.mixes} mixes needs --chunk-size >= {least} (the "
+                "trace reply of mix h + 1, at most chunk_size // (2(h + 1)) accusations, must "
+                "carry both duplicate accusations, up to the mix before the last)")
     if args.messages < 4:
         p.error("--messages must be >= 4")
     if not 1 <= args.chunk_size <= 65536:
@@ -1173,8 +1228,10 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
-    shape = Shape(args.users, args.messages, args.chunk_size, args.poison, args.tls)
-    plan = schedule(args.points, args.seed)
+    shape = Shape(
+        args.users, args.messages, args.chunk_size, args.poison, args.tls, args.mixes
+    )
+    plan = schedule(args.points, args.seed, args.mixes)
     processes = Processes()
     console = Console(width=150)
     started = time.monotonic()
@@ -1212,6 +1269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "users": shape.users,
             "messages": shape.messages,
             "chunk_size": shape.chunk_size,
+            "mixes": shape.mixes,
             "poison": shape.poison,
             "tls": shape.tls,
             "pairs": args.pairs,

@@ -44,20 +44,27 @@ def run_chaos(*args: str, timeout: float) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-def four_points(tmp_path: Path, *args: str) -> dict[str, Any]:
-    """Run the driver for 4 points (one per node kind) with ``args``: its JSON report, once
-    it exited 0 and printed that every point recovered (else the failed points' details)."""
+def run_points(tmp_path: Path, points: int, *args: str) -> dict[str, Any]:
+    """Run the driver for ``points`` points with ``args``: its JSON report, once it exited 0
+    and printed that every point recovered (else the failed points' details)."""
     report = tmp_path / "chaos.json"
-    code, out, err = run_chaos("--points", "4", *args, "--point-timeout", "40",
-                               "--time-limit", "55", "--json", str(report), timeout=90)
+    limit = 15 * points
+    code, out, err = run_chaos("--points", str(points), *args, "--point-timeout", "40",
+                               "--time-limit", str(limit), "--json", str(report),
+                               timeout=limit + 35)  # fmt: skip
     data: dict[str, Any] = json.loads(report.read_text())
     failures = [
         {k: p[k] for k in ("index", "node", "phase", "stored", "error", "checks", "log_warnings")}
         for p in data["points"] if not p["recovered"]
     ]
     assert code == 0, json.dumps(failures, indent=1)[-6000:] + err[-2000:]
-    assert "4 of 4 recovered, 0 lost, 0 doubled" in out
+    assert f"{points} of {points} recovered, 0 lost, 0 doubled" in out
     return data
+
+
+def four_points(tmp_path: Path, *args: str) -> dict[str, Any]:
+    """:func:`run_points` for 4 points: on three mixes, one per node."""
+    return run_points(tmp_path, 4, *args)
 
 
 @pytest.mark.slow
@@ -81,30 +88,48 @@ def test_sigkill_of_every_node_kind_loses_and_doubles_nothing(tmp_path: Path) ->
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("poison", "check", "chunk"),
-    [("layer", "poisoner submits garbage for hop 1", "1"),
-     ("payload", "poisoner submits a share that is not reduced mod N", "1"),
-     ("twins", "poisoner submits two onions that collide at mix 2", "8")],
+    ("poison", "checks", "chunk"),
+    [("layer", ["poisoner submits garbage for hop 1", "poisoner submits garbage for hop 2"],
+      "1"),
+     ("payload", ["poisoner submits a share that is not reduced mod N"], "1"),
+     ("twins", ["poisoner submits two onions that collide at hop 1"], "8")],
 )  # fmt: skip
 def test_sigkill_still_excludes_the_poisoned_submission(
-    tmp_path: Path, poison: str, check: str, chunk: str
+    tmp_path: Path, poison: str, checks: list[str], chunk: str
 ) -> None:
     """``--poison``: each round carries a submission the trace must exclude — a garbage
-    layer at mix 2 on a chain with ownership proofs (a middle mix killed after storing its
-    chunks derives that failure from its store), a share the validator refuses, or two onions
-    that collide at mix 2 (a restarted middle mix finds them again in its stored outputs) —
-    whatever node is killed when."""
+    layer at mix 2 or mix 3 (in turn) on a chain with ownership proofs (a mix killed after
+    storing its chunks derives that failure from its store), a share the validator refuses,
+    or two onions that collide at mix 2 (a restarted middle mix finds them again in its
+    stored outputs) — whatever node is killed when."""
     # chunks of one item: the poisoner's m items travel in one exclude frame, and a chunk
     # whose only item did not peel is read back for the trace; twins need mix 2's reply to
     # carry both accusations (chunk_size // 4 >= 2)
     data = four_points(tmp_path, "--seed", "5", "--users", "4", "--poison", poison,
                        "--chunk-size", chunk)  # fmt: skip
     assert data["poison"] == poison
-    for p in data["points"]:
-        assert check in p["checks"]
+    for index, p in enumerate(data["points"]):
+        assert checks[index % len(checks)] in p["checks"]
         poisoned = p["results"][str(p["round"])]
         assert poisoned["status"] == "ok" and poisoned["excluded"] == 1
         assert poisoned["users"] == 3  # the probe and two users; the poisoner left out
+
+
+@pytest.mark.slow
+def test_four_mixes_exclude_onions_that_collide_at_either_middle_mix(tmp_path: Path) -> None:
+    """``--mixes 4 --poison twins``: every mix and the analyzer are killed in turn while two
+    onions collide at mix 2 or at mix 3 — at mix 3 the pair of ``duplicate`` accusations is
+    checked by mix 2, extended with its steps and checked again by the entry mix."""
+    data = run_points(tmp_path, 5, "--seed", "11", "--users", "4", "--mixes", "4",
+                      "--poison", "twins", "--chunk-size", "12")  # fmt: skip
+    assert data["mixes"] == 4
+    points = data["points"]
+    assert [p["target"] for p in points] == ["mix1", "mix2", "mix3", "mix4", "analyzer"]
+    assert [p["node"] for p in points] == ["entry", "middle", "middle", "last", "analyzer"]
+    for index, p in enumerate(points):
+        assert f"poisoner submits two onions that collide at hop {1 + index % 2}" in p["checks"]
+        poisoned = p["results"][str(p["round"])]
+        assert poisoned["status"] == "ok" and poisoned["excluded"] == 1
 
 
 @pytest.mark.slow
