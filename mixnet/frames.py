@@ -543,8 +543,8 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
             (evidence,) = parse_accusations([frame["evidence"]], max_count=1, **shape)
         return Accused(
             round_id=_round(frame),
-            accusations=parse_accusations(
-                frame.get("accusations"), max_count=limits.chunk_items, **shape
+            accusations=parse_accusations(  # at most accusation_cap: <= max(2, chunk)
+                frame.get("accusations"), max_count=max(2, limits.chunk_items), **shape
             ),
             untraced=get_int(frame, "untraced", min_value=0, max_value=ROUND_ID_MAX),
             blame=get_str(frame, "blame", max_length=MAX_NAME_LENGTH),

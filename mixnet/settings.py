@@ -15,14 +15,18 @@ from dataclasses import dataclass
 from nacl.signing import VerifyKey
 
 from mixnet.admission import Admission
+from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
 from mixnet.chain import ChainConfig, ChainConfigError
+from mixnet.chunk_signature import SIGNATURE_LENGTH, Delivery
 from mixnet.core.policy import RoundPolicy
-from mixnet.core.tracing import exclude_cap
-from mixnet.frames import FrameLimits
+from mixnet.core.tracing import accusation_cap, exclude_cap
+from mixnet.dleq import PROOF_LENGTH
+from mixnet.frames import Accused, FrameLimits, to_wire
 from mixnet.limits import DEFAULT_LIMITS, Limits
 from mixnet.onion import onion_length, submission_length
 from mixnet.submit_many import SUBMISSION_WIRE_SLACK
 from mixnet.tls import TlsConfig
+from mixnet.wire import encode_frame
 
 __all__ = ["FRAME_SLACK", "NodeSettings", "node_settings"]
 
@@ -101,8 +105,42 @@ class NodeSettings:
         return exclude_cap(self.policy.chunk_size, self.messages)
 
     def successor_max_frame(self) -> int:
-        """Largest reply or frame expected over the link to the successor, in bytes."""
-        return self.policy.chunk_size * (self.item_length_out() + 8) + FRAME_SLACK
+        """Largest reply or frame expected over the link to the successor, in bytes: a chunk
+        of this node's items, or the successor's longest ``accused`` reply
+        (:meth:`accused_reply_length`), whichever is longer, plus :data:`FRAME_SLACK`."""
+        chunk = self.policy.chunk_size * (self.item_length_out() + 8)
+        return max(chunk, self.accused_reply_length()) + FRAME_SLACK
+
+    def accused_reply_length(self) -> int:
+        """Bytes of the longest ``accused`` reply an honest successor mix sends this node (0
+        when the successor is the sink): as many accusations as it may name
+        (:func:`~mixnet.core.tracing.accusation_cap` at its hop), each with a step at every
+        hop from the successor's to the last mix's (that hop's item, a revealed secret and
+        its proof) and a delivery by this node (a signature and an audit path in a chunk),
+        and one more for a blame's evidence; encoded, with the widest integers."""
+        first = self.hop + 1
+        if self.hop >= self.hops or first >= self.hops:
+            return 0
+        steps = tuple(
+            Step(hop, bytes(self._item_length_at(hop)), bytes(SECRET_LENGTH), bytes(PROOF_LENGTH))
+            for hop in range(first, self.hops)
+        )
+        widest = (1 << 32) - 1  # chunk index and count are signed as u32
+        path = (bytes(32),) * (self.policy.chunk_size - 1).bit_length()
+        delivery = Delivery(self.name, widest, widest, widest - 1, path, bytes(SIGNATURE_LENGTH))
+        failure = max(Failure, key=lambda f: len(f.value))
+        one = Accusation(failure, steps, delivery)
+
+        def length(count: int) -> int:
+            return len(encode_frame(to_wire(Accused(widest, (one,) * count, widest))))
+
+        each = length(2) - length(1)
+        cap = accusation_cap(self.policy.chunk_size, first + 1)
+        return length(1) + cap * each
+
+    def _item_length_at(self, hop: int) -> int:
+        """Length of the onions mix ``hop`` (after the entry mix) receives."""
+        return onion_length(self.payload_length, self.hops - hop, proven=self.ownership_proofs)
 
     def limits(self) -> FrameLimits:
         """What incoming requests and the successor's replies may hold."""

@@ -77,10 +77,12 @@ TRACE_TIMEOUT = 3600.0
 
 
 def accusation_cap(chunk_size: int, mixes: int) -> int:
-    """The most accusations one ``accused`` reply carries: each holds up to ``mixes`` steps,
-    and the reply must fit the frame a chunk of ``chunk_size`` items fits in. Bad payloads
-    beyond it are reported as untraced (the round then aborts, with the reason)."""
-    return max(1, chunk_size // (2 * max(1, mixes)))
+    """The most accusations one ``accused`` reply carries: ``chunk_size // (2·mixes)``, but
+    never fewer than 2, so that a pair of ``duplicate`` accusations always fits. Bad payloads
+    beyond it are reported as untraced (the round then aborts, with the reason). The
+    receiver's frame limit holds a reply this long
+    (:meth:`mixnet.settings.NodeSettings.accused_reply_length`)."""
+    return max(2, chunk_size // (2 * max(1, mixes)))
 
 
 def exclude_cap(chunk_size: int, messages: int) -> int:

@@ -92,7 +92,7 @@ def test_sigkill_of_every_node_kind_loses_and_doubles_nothing(tmp_path: Path) ->
     [("layer", ["poisoner submits garbage for hop 1", "poisoner submits garbage for hop 2"],
       "1"),
      ("payload", ["poisoner submits a share that is not reduced mod N"], "1"),
-     ("twins", ["poisoner submits two onions that collide at hop 1"], "8")],
+     ("twins", ["poisoner submits two onions that collide at hop 1"], "1")],
 )  # fmt: skip
 def test_sigkill_still_excludes_the_poisoned_submission(
     tmp_path: Path, poison: str, checks: list[str], chunk: str
@@ -102,9 +102,9 @@ def test_sigkill_still_excludes_the_poisoned_submission(
     storing its chunks derives that failure from its store), a share the validator refuses,
     or two onions that collide at mix 2 (a restarted middle mix finds them again in its
     stored outputs) — whatever node is killed when."""
-    # chunks of one item: the poisoner's m items travel in one exclude frame, and a chunk
-    # whose only item did not peel is read back for the trace; twins need mix 2's reply to
-    # carry both accusations (chunk_size // 4 >= 2)
+    # chunks of one item: the poisoner's m items travel in one exclude frame, a chunk whose
+    # only item did not peel is read back for the trace, and mix 2's reply still carries
+    # both duplicate accusations
     data = four_points(tmp_path, "--seed", "5", "--users", "4", "--poison", poison,
                        "--chunk-size", chunk)  # fmt: skip
     assert data["poison"] == poison

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -81,11 +82,15 @@ def test_a_poisoned_submission_is_excluded_and_the_round_is_exact() -> None:
     assert result == {"round": 1, "status": "ok", "clients": 3, "sum": 366, "excluded": 1}
 
 
-def test_colliding_onions_are_excluded_and_the_round_is_exact() -> None:
+@pytest.mark.parametrize(("mixes", "chunk_size"), [(3, 8), (3, 3), (3, 1), (4, 1), (4, 16)])
+def test_colliding_onions_are_excluded_and_the_round_is_exact(
+    mixes: int, chunk_size: int
+) -> None:
     """One client's first two onions hold the same hop-2 onion: mix 2 leaves both out and
-    accuses both inputs (``duplicate``); the entry mix excludes the submission."""
+    accuses both inputs (``duplicate``); the entry mix excludes the submission. However small
+    the chunks: a reply always carries a pair of accusations."""
     chain = MemoryChain(
-        mixes=3, messages=3, policy=RoundPolicy(3, 4, 10.0, chunk_size=8), seed=5
+        mixes=mixes, messages=3, policy=RoundPolicy(3, 4, 10.0, chunk_size=chunk_size), seed=5
     )
     for i in range(3):
         chain.add_client([i + 1, 10 * (i + 1), 100])

@@ -57,6 +57,7 @@ from tests.mixnet.test_machines import (
     DEADLINE_S,
     LAYER,
     NOW,
+    POLICY,
     PRED,
     RELAY_ITEM,
     VALUE,
@@ -254,9 +255,11 @@ class TestLastMix:
 
 
 class TestEntry:
-    def forwarded(self) -> tuple[object, dict[str, tuple[bytes, ...]]]:
-        m, _ = open_entry()
-        for client in ("a", "b", "c"):
+    def forwarded(
+        self, clients: Sequence[str] = ("a", "b", "c")
+    ) -> tuple[object, dict[str, tuple[bytes, ...]]]:
+        m, _ = open_entry(replace(POLICY, max_users=max(POLICY.max_users, len(clients))))
+        for client in clients:
             store(m, submit_frame(client))
         batch = one(
             m.mixed(1, [[p for sub in m.rounds[1].submissions.values() for p in sub]]), Send
@@ -311,17 +314,18 @@ class TestEntry:
         assert isinstance(exclude, Exclude) and "fewer than min_users = 2" in exclude.abort
 
     def test_more_items_than_one_exclude_frame_carries_abort(self) -> None:
-        """With chunks of one item, mix 2 names one accusation per reply, so one exclude
-        frame carries one submission's items (exclude_cap): two to exclude abort."""
-        m, subs = self.forwarded()
+        """With chunks of one item, mix 2 names two accusations per reply (never fewer: a
+        duplicate pair), so one exclude frame carries two submissions' items (exclude_cap):
+        three to exclude abort."""
+        m, subs = self.forwarded(("a", "b", "c", "d"))
         m.policy = replace(m.policy, chunk_size=1, min_users=1)  # type: ignore[attr-defined]
         accs = tuple(
-            Accusation(Failure.INVALID_PAYLOAD, (step(1, subs[c][0]),)) for c in ("a", "b")
+            Accusation(Failure.INVALID_PAYLOAD, (step(1, subs[c][0]),)) for c in ("a", "b", "c")
         )
         verify = one(m.on_reply(Trace(1), Accused(1, accs), NOW), Verify)  # type: ignore[attr-defined]
-        exclude = one(m.verified(verify.token, [True, True], NOW), Send).frame  # type: ignore[attr-defined]
+        exclude = one(m.verified(verify.token, [True] * 3, NOW), Send).frame  # type: ignore[attr-defined]
         assert isinstance(exclude, Exclude) and exclude.items == ()
-        items, cap = 2 * len(subs["a"]), len(subs["a"])
+        items, cap = 3 * len(subs["a"]), 2 * len(subs["a"])
         assert f"their {items} items are more than one exclude frame carries ({cap})" in (
             exclude.abort
         )
@@ -367,8 +371,8 @@ def test_more_refused_payloads_than_a_reply_carries_are_untraced() -> None:
     from mixnet.core.tracing import accusation_cap
 
     cap = accusation_cap(2, 3)
-    assert cap == 1
-    bad = [b"\xff" + item(VALUE + LAYER)[1:] for _ in range(3)]
+    assert cap == 2  # never fewer: a pair of duplicate accusations always fits
+    bad = [b"\xff" + item(VALUE + LAYER)[1:] for _ in range(cap + 1)]
     last, _ = relay_at(last=True, items=bad)
     prove = one(read_back(last, last.on_trace(Trace(R), NOW)), Prove)
     assert len(prove.items) == cap
