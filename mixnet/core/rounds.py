@@ -108,6 +108,9 @@ class RoundState:
     excluded: int = 0
     #: entry mix: when to send ``trace`` again (unix seconds), while the chain is not ready
     trace_at: float | None = None
+    #: entry mix: answers to ``trace`` or ``exclude`` in a row that waiting does not mend
+    #: (unreadable, too large, the round unknown; memory only, see ``TRACE_GIVE_UP``)
+    trace_failures: int = 0
     #: last mix: the round was aborted by an ``exclude``, answered once the sink answers
     abort_reply: bool = False
     #: last mix: its ``trace`` found every payload of the round valid (so releasing it

@@ -9,7 +9,11 @@ those submissions; once the chain answered, the round is ``CONFIRMED`` and its i
 erased. It aborts the round instead (``exclude`` with a reason) when a mix is blamed, when
 items were dropped downstream without evidence, when fewer than ``min_users``
 submissions would remain, or when the excluded submissions' items would not fit one
-``exclude`` frame (:func:`~mixnet.core.tracing.exclude_cap` items, what every mix accepts).
+``exclude`` frame (:func:`~mixnet.core.tracing.exclude_cap` items, what every mix accepts),
+and when :data:`TRACE_GIVE_UP` answers in a row could not be used however long it waits (a
+reply that cannot be read or is too large, a chain that does not know the round — e.g. a mix
+of another wire version): the round then ends with that error as its reason instead of being
+asked about every second until the later mixes give up on it (after an hour).
 """
 
 from __future__ import annotations
@@ -24,13 +28,31 @@ from mixnet.core.records import DropIntake, ForgetReceipts, SetRound
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import RoundStatus
 from mixnet.core.tracing import exclude_cap
-from mixnet.errors import MixnetError
+from mixnet.errors import (
+    BadLength,
+    FrameTooLarge,
+    MalformedFrame,
+    MixnetError,
+    UnexpectedFrameType,
+    UnknownRound,
+    UnsupportedVersion,
+)
 from mixnet.frames import Accused, Exclude, Excluded, Frame, Trace
 
-__all__ = ["TRACE_RETRY", "BlameJudged", "EntryVerdict", "VerdictChecked"]
+__all__ = ["TRACE_GIVE_UP", "TRACE_RETRY", "BlameJudged", "EntryVerdict", "VerdictChecked"]
 
 #: Seconds before the entry mix asks for a round's verdict again after a refusal.
 TRACE_RETRY = 1.0
+#: Answers in a row to ``trace`` or ``exclude`` that waiting does not mend (:data:`UNUSABLE`)
+#: after which the entry mix aborts the round with the last one as the reason.
+TRACE_GIVE_UP = 10
+#: Errors of an answer that asking again does not change: the reply could not be read (or a
+#: later mix could not read its successor's and passed the error back), or the chain does not
+#: know the round. ``not-ready``, an internal error or a broken link are waited out.
+UNUSABLE = (
+    MalformedFrame, UnsupportedVersion, UnexpectedFrameType, FrameTooLarge, BadLength,
+    UnknownRound,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,7 @@ class EntryVerdict(MixRounds):
             st = self.rounds.get(sent.round_id)
             if st is None or st.status is not RoundStatus.FORWARDED:
                 return []
+            st.trace_failures = 0
             if reply.round_id != sent.round_id:
                 return self._conclude(st, f"mix {self.successor} answered for another round")
             keys = {hop: a.public_key for hop, a in enumerate(st.announcements)}
@@ -115,13 +138,25 @@ class EntryVerdict(MixRounds):
 
     def verdict_error(self, sent: Frame, error: MixnetError, now: float) -> list[Action] | None:
         """The successor refused ``trace`` or ``exclude`` (not ready yet, or restarting):
-        ask for the verdict again after :data:`TRACE_RETRY` seconds. ``None`` if ``sent``
-        is neither."""
+        ask for the verdict again after :data:`TRACE_RETRY` seconds — but the
+        :data:`TRACE_GIVE_UP`-th :data:`UNUSABLE` error in a row aborts the round with it as
+        the reason. ``None`` if ``sent`` is neither."""
         if not isinstance(sent, Trace | Exclude):
             return None
         st = self.rounds.get(sent.round_id)
-        if st is not None and st.status is RoundStatus.FORWARDED:
-            st.trace_at = now + TRACE_RETRY
+        if st is None or st.status is not RoundStatus.FORWARDED:
+            return []
+        if isinstance(error, UNUSABLE):
+            st.trace_failures += 1
+            if st.trace_failures >= TRACE_GIVE_UP and not (
+                isinstance(sent, Exclude) and sent.abort
+            ):
+                return self._conclude(
+                    st,
+                    f"mix {self.successor}'s answers to {type(sent).__name__.lower()} could "
+                    f"not be used {st.trace_failures} times in a row: {error}",
+                )
+        st.trace_at = now + TRACE_RETRY
         return []
 
     def verified(self, token: object, results: Sequence[bool], now: float) -> list[Action]:

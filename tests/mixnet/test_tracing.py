@@ -38,8 +38,8 @@ from mixnet.core.records import (
 from mixnet.core.relay import RelayMachine
 from mixnet.core.status import RoundStatus
 from mixnet.core.tracing import TraceProved, unpeeled_inputs
-from mixnet.core.verdict import TRACE_RETRY, VerdictChecked
-from mixnet.errors import MixnetError, NotReady
+from mixnet.core.verdict import TRACE_GIVE_UP, TRACE_RETRY, VerdictChecked
+from mixnet.errors import FrameTooLarge, InternalError, MixnetError, NotReady, UnsupportedVersion
 from mixnet.frames import (
     Aborted,
     AbortRound,
@@ -344,6 +344,38 @@ class TestEntry:
         assert m.verdict_timer() == NOW + TRACE_RETRY  # type: ignore[attr-defined]
         acts = m.handle_timer(NOW + TRACE_RETRY + DEADLINE_S)  # type: ignore[attr-defined]
         assert Send(Trace(1)) in acts
+
+    def test_answers_that_waiting_does_not_mend_abort_the_round(self) -> None:
+        """A reply too large to read (or from a mix of another wire version) comes back the
+        same however often the entry mix asks: the TRACE_GIVE_UP-th in a row aborts the round
+        with it as the reason, instead of asking every second until the later mixes give up
+        after an hour. A not-ready or an internal error does not count; a usable answer
+        starts the count again."""
+        m, _ = self.forwarded()
+        large: MixnetError = FrameTooLarge("mix3 sent a reply over 307200 bytes")
+        for _ in range(TRACE_GIVE_UP - 1):
+            assert m.on_send_error(Trace(1), large, NOW) == []  # type: ignore[attr-defined]
+            m.on_send_error(Trace(1), NotReady("busy"), NOW)  # type: ignore[attr-defined]
+            m.on_send_error(Exclude(1, (), 0), InternalError("oops"), NOW)  # type: ignore[attr-defined]
+        assert m.verdict_timer() == NOW + TRACE_RETRY  # type: ignore[attr-defined]
+        assert m.on_reply(Trace(1), Accused(1, (), untraced=1), NOW) != []  # type: ignore[attr-defined]
+        assert m.rounds[1].trace_failures == 0  # type: ignore[attr-defined]
+        m2, _ = self.forwarded()
+        other: MixnetError = UnsupportedVersion("wire version 9")
+        for _ in range(TRACE_GIVE_UP - 1):
+            assert m2.on_send_error(Trace(1), other, NOW) == []  # type: ignore[attr-defined]
+        abort = one(m2.on_send_error(Trace(1), other, NOW), Send).frame  # type: ignore[attr-defined]
+        assert isinstance(abort, Exclude) and abort.items == ()
+        assert abort.abort == (
+            f"mix {m2.successor}'s answers to trace could not be used {TRACE_GIVE_UP} times "  # type: ignore[attr-defined]
+            "in a row: wire version 9"
+        )
+        # the abort itself refused: asked again (trace, then the abort again), no new abort
+        assert m2.on_send_error(abort, other, NOW) == []  # type: ignore[attr-defined]
+        assert m2.verdict_timer() == NOW + TRACE_RETRY  # type: ignore[attr-defined]
+        done = m2.on_reply(abort, Excluded(1), NOW)  # type: ignore[attr-defined]
+        assert m2.rounds[1].status is S.ABORTED  # type: ignore[attr-defined]
+        assert done
 
 
 def test_a_pruned_round_reopened_is_refused_with_a_typed_error() -> None:
