@@ -149,7 +149,11 @@ class EntryMachine(EntrySubmissions, EntryVerdict):
     def next_timer(self) -> float | None:
         """When :meth:`handle_timer` must next be called (``None``: only after an event).
         A value in the past means "now"."""
-        due = [t for t in (self._round_timer(), self.verdict_timer()) if t is not None]
+        due = [
+            t
+            for t in (self._round_timer(), self.verdict_timer(), self.resend_timer())
+            if t is not None
+        ]
         return min(due, default=None)
 
     def _round_timer(self) -> float | None:
@@ -168,8 +172,8 @@ class EntryMachine(EntrySubmissions, EntryVerdict):
         than :data:`OPENING_TIMEOUT` (it is aborted down the chain, so nodes that did open
         it erase its key; the next opening backs off as after a refusal); open a new round
         when none is open or opening (and no back-off is running); ask again for the
-        verdict of rounds whose ``trace`` was refused."""
-        actions: list[Action] = self.handle_verdict_timer(now)
+        verdict of rounds whose ``trace`` was refused; send refused chunks again."""
+        actions: list[Action] = self.handle_verdict_timer(now) + self.handle_resend_timer(now)
         if self.opening is not None:
             st = self.rounds[self.opening]
             if now >= st.opened_at + OPENING_TIMEOUT:
@@ -256,12 +260,15 @@ class EntryMachine(EntrySubmissions, EntryVerdict):
         """Event: the successor answered ``sent`` with an error (not retried by the link).
 
         A refused ``open-round`` fails the round (key erased) and backs off before the
-        next; a refused ``trace`` or ``exclude`` is asked again later; other refusals leave
-        the round where it is until a restart resumes it.
+        next; a refused ``trace`` or ``exclude`` is asked again later; a refused chunk is
+        sent again later (:meth:`~mixnet.core.rounds.MixRounds.chunk_refused`); other
+        refusals leave the round where it is until a restart resumes it.
         """
         verdict = self.verdict_error(sent, error, now)
         if verdict is not None:
             return verdict
+        if isinstance(sent, Batch):
+            return self.chunk_refused(sent, now)
         if isinstance(sent, OpenRound):
             st = self.rounds.get(sent.round_id)
             if st is None or st.status is not RoundStatus.OPENING:

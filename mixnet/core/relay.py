@@ -186,11 +186,13 @@ class RelayMachine(ChunkReceiver, TracingMix):
         return []
 
     def on_send_error(self, sent: Frame, error: MixnetError, now: float) -> list[Action]:
-        """Event: the successor refused ``sent``. A refused ``open-round`` or
-        ``abort-round`` is passed back to the predecessor (raised); a refused chunk leaves
-        the round where it is until a restart resumes it."""
+        """Event: the successor refused ``sent``. A refused ``open-round``, ``abort-round``,
+        ``trace`` or ``exclude`` is passed back to the predecessor (raised); a refused chunk
+        is sent again later (:meth:`~mixnet.core.rounds.MixRounds.chunk_refused`)."""
         if isinstance(sent, OpenRound | AbortRound | Trace | Exclude):
             raise error
+        if isinstance(sent, Batch):
+            return self.chunk_refused(sent, now)
         return []
 
     # ------------------------------------------------------------------ intake

@@ -47,6 +47,10 @@ __all__ = [
 #: Finished rounds a relay or the sink keeps in memory behind the newest round it opened
 #: (their records stay in the store).
 KEEP_ROUNDS = 16
+#: Seconds before a chunk the successor refused (e.g. it could not store it) is sent again,
+#: doubling with each refusal in a row up to :data:`CHUNK_RETRY_CAP`.
+CHUNK_RETRY = 1.0
+CHUNK_RETRY_CAP = 30.0
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,10 @@ class RoundState:
     excluded: int = 0
     #: entry mix: when to send ``trace`` again (unix seconds), while the chain is not ready
     trace_at: float | None = None
+    #: forwarding: when to send the chunk the successor refused again (unix seconds), and
+    #: how many refusals in a row (memory only: a restart resends at once)
+    resend_at: float | None = None
+    refusals: int = 0
     #: entry mix: answers to ``trace`` or ``exclude`` in a row that waiting does not mend
     #: (unreadable, too large, the round unknown; memory only, see ``TRACE_GIVE_UP``)
     trace_failures: int = 0
@@ -293,16 +301,50 @@ class MixRounds:
         return []
 
     def _batch_acked(self, ack: BatchAck) -> list[Action]:
-        st = self.rounds.get(ack.round_id)
-        forwarding = (RoundStatus.MIXED, RoundStatus.RELEASED)
-        if st is None or st.status not in forwarding or st.outbound is None:
+        st = self._forwarding(ack.round_id)
+        if st is None or st.outbound is None:
             return []  # a late duplicate acknowledgement
         if ack.index in st.acked or ack.index >= len(st.outbound.chunks):
             return []
         st.acked.add(ack.index)
+        st.refusals, st.resend_at = 0, None  # the next chunk goes now
         if len(st.acked) == len(st.outbound.chunks):
             return self._send_next(st)  # drops the outbound batch with the last ack
         return [Persist((AckOutbound(ack.round_id, ack.index),)), *self._send_next(st)]
+
+    def _forwarding(self, round_id: int) -> RoundState | None:
+        """The round, if this node is forwarding its batch (``None`` otherwise)."""
+        st = self.rounds.get(round_id)
+        forwarding = (RoundStatus.MIXED, RoundStatus.RELEASED)
+        return st if st is not None and st.status in forwarding else None
+
+    def chunk_refused(self, sent: Batch, now: float) -> list[Action]:
+        """The successor answered chunk ``sent`` with an error (it could not store it, or
+        refuses it): send it again after :data:`CHUNK_RETRY` seconds, doubling with each
+        refusal in a row up to :data:`CHUNK_RETRY_CAP` (only one chunk is in flight, so
+        nothing else is sent meanwhile)."""
+        st = self._forwarding(sent.round_id)
+        if st is None or st.outbound is None or sent.index in st.acked:
+            return []
+        st.refusals += 1
+        st.resend_at = now + min(CHUNK_RETRY_CAP, CHUNK_RETRY * 2 ** (st.refusals - 1))
+        return []
+
+    def resend_timer(self) -> float | None:
+        """When a refused chunk is due again (``None``: none is waiting)."""
+        due = [st.resend_at for st in self.rounds.values() if st.resend_at is not None]
+        return min(due, default=None)
+
+    def handle_resend_timer(self, now: float) -> list[Action]:
+        """Send again the refused chunks that are due."""
+        actions: list[Action] = []
+        for st in self.rounds.values():
+            if st.resend_at is None or now < st.resend_at:
+                continue
+            st.resend_at = None
+            if self._forwarding(st.round_id) is not None and st.outbound is not None:
+                actions += self._send_next(st)
+        return actions
 
     def _resume_outbound(self, st: RoundState, outbound: OutboundBatch) -> list[Action]:
         """Recovery: continue forwarding a stored outbound batch where it stopped."""

@@ -555,12 +555,14 @@ class TracingMix(MixRounds):
             for st in self.rounds.values()
             if self._waiting(st) and st.held_since is not None
         ]
-        return min(due, default=None)
+        resend = self.resend_timer()
+        return min([*due, *([resend] if resend is not None else [])], default=None)
 
     def handle_timer(self, now: float) -> list[Action]:
         """Abort every round whose trace has not ended within :data:`TRACE_TIMEOUT` of its
-        batch arriving here: its key and intake are erased; the last mix tells the sink."""
-        actions: list[Action] = []
+        batch arriving here: its key and intake are erased; the last mix tells the sink. Send
+        refused chunks again when they are due."""
+        actions: list[Action] = self.handle_resend_timer(now)
         for st in list(self.rounds.values()):
             if not self._waiting(st) or st.held_since is None:
                 continue

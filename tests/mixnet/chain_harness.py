@@ -265,6 +265,9 @@ class Node:
     committed: dict[int, list[Action] | MixnetError] = field(default_factory=dict)
     incarnation: int = 0
     alive: bool = True
+    #: tokened writes whose token's type is named here fail (as a full disk would), one
+    #: each, before they are applied: the machine hears ``persist_failed``
+    fail_writes: list[str] = field(default_factory=list)
 
     def emit(self, actions: Sequence[Action]) -> list[Action]:
         """Actions just returned by the machine: their writes join the queue now."""
@@ -554,6 +557,18 @@ class MemoryChain:
         self.trace.append(
             f"commit {node.name} {[type(w).__name__ for w in action.writes]} {action.token!r}"[:160]
         )
+        failing = type(action.token).__name__
+        if action.token is not None and failing in node.fail_writes:
+            node.fail_writes.remove(failing)
+            self.trace.append(f"write of {node.name} failed")
+            assert node.machine is not None
+            try:
+                node.committed[id(action)] = node.emit(
+                    node.machine.persist_failed(action.token, self.now)
+                )
+            except MixnetError as exc:
+                node.committed[id(action)] = exc
+            return
         node.store.apply(action.writes)
         if action.token is not None:
             assert node.machine is not None
@@ -677,15 +692,16 @@ class MemoryChain:
     def tick(self, seconds: float) -> None:
         self.now += seconds
         self.trace.append(f"tick {self.now}")
-        entry = self.nodes[0]
-        if entry.alive:
-            assert isinstance(entry.machine, EntryMachine)
-            timer = entry.machine.next_timer()
+        for node in self.nodes:  # every machine's timers: rounds, retries, trace timeouts
+            m = node.machine
+            if not node.alive or not isinstance(m, EntryMachine | RelayMachine):
+                continue
+            timer = m.next_timer()
             if timer is not None and timer <= self.now:
-                task = Task(deque(entry.emit(entry.machine.handle_timer(self.now))))
-                entry.tasks.append(task)
+                task = Task(deque(node.emit(m.handle_timer(self.now))))
+                node.tasks.append(task)
                 if self.eager:
-                    self.run(entry, task)
+                    self.run(node, task)
 
     def crash(self, index: int) -> None:
         """Kill node ``index``: memory, tasks and connections are gone; the store stays."""
@@ -751,6 +767,10 @@ class MemoryChain:
             return True
         if entry.verdict_timer() is not None:  # a trace waits to be asked again
             return True
+        for node in self.nodes:  # a refused chunk waits to be sent again
+            m = node.machine
+            if isinstance(m, EntryMachine | RelayMachine) and m.resend_timer() is not None:
+                return True
         if entry.current is None:
             return False
         intake = entry.rounds[entry.current].entry

@@ -101,6 +101,26 @@ def test_colliding_onions_are_excluded_and_the_round_is_exact(
     assert result == {"round": 1, "status": "ok", "clients": 3, "sum": 366, "excluded": 1}
 
 
+@pytest.mark.parametrize("failing", [1, 2, 3])
+def test_a_chunk_the_next_node_could_not_store_is_sent_again(failing: int) -> None:
+    """Node ``failing`` (mix 2, mix 3, the sink) cannot store the first chunk it gets (a full
+    disk) and answers ``internal-error``; its predecessor sends the chunk again a second
+    later, and the round ends exact. Before, the round stayed where it was until the sender
+    restarted."""
+    chain = MemoryChain(
+        mixes=3, messages=3, policy=RoundPolicy(3, 3, 10.0, chunk_size=2), seed=failing
+    )
+    chain.nodes[failing].fail_writes.append("ChunkStored")
+    for i in range(3):
+        chain.add_client([i + 1, 10 * (i + 1), 100])
+    chain.settle()
+    check_results(chain)
+    assert chain.nodes[failing].fail_writes == []  # the write did fail
+    assert "write of" in " ".join(chain.trace)
+    (result,) = chain.nodes[-1].store.results.values()
+    assert result == {"round": 1, "status": "ok", "clients": 3, "sum": 366, "excluded": 0}
+
+
 def crash_at_every_step(
     clients: Sequence[tuple[list[int], bool]], *, chunk_size: int, steps: range
 ) -> None:
@@ -200,6 +220,13 @@ class ChainSchedules(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([0.5, 2.0, 6.0]))
     def time_passes(self, seconds: float) -> None:
         self.chain.tick(seconds)
+
+    @rule(index=st.integers(1, 3))
+    def a_chunk_write_fails(self, index: int) -> None:
+        """The next chunk node ``index`` stores fails (a full disk): it answers
+        ``internal-error`` and its predecessor must send the chunk again."""
+        if self.chain.nodes[index].alive:
+            self.chain.nodes[index].fail_writes.append("ChunkStored")
 
     @rule(index=st.integers(0, 3))
     def crash_and_restart(self, index: int) -> None:

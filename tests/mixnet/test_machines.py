@@ -66,7 +66,7 @@ from mixnet.core.records import (
     Write,
 )
 from mixnet.core.relay import ChunkPeeled, RelayMachine
-from mixnet.core.rounds import RoundKey
+from mixnet.core.rounds import CHUNK_RETRY, CHUNK_RETRY_CAP, RoundKey
 from mixnet.core.sink import SinkMachine
 from mixnet.core.status import INITIAL, TERMINAL, Role, RoundStatus, advance
 from mixnet.errors import (
@@ -727,11 +727,28 @@ class TestEntryAfterMixing:
         assert m.status(1) is S.FORWARDED
         assert m.on_reply(chunk1, BatchAck(1, 1), NOW) == []
 
-    def test_a_refused_chunk_leaves_the_round_as_it_is(self) -> None:
+    def test_a_refused_chunk_is_sent_again_later(self) -> None:
+        """The successor could not store chunk 0 (``internal-error``): it is sent again after
+        CHUNK_RETRY seconds, then after twice that if refused again; an acknowledgement
+        starts the count again."""
         m, _, acts = self.mixed_entry()
         chunk0 = one(acts, Send).frame
-        assert m.on_send_error(chunk0, WrongCount("no"), NOW) == []
-        assert m.status(1) is S.MIXED
+        assert isinstance(chunk0, Batch)
+        t = NOW + DEADLINE_S
+        assert m.on_send_error(chunk0, InternalError("could not store"), t) == []
+        assert m.status(1) is S.MIXED and m.next_timer() == t + CHUNK_RETRY
+        assert Send(chunk0) not in m.handle_timer(t + CHUNK_RETRY / 2)
+        assert Send(chunk0) in m.handle_timer(t + CHUNK_RETRY)
+        assert m.on_send_error(chunk0, InternalError("again"), t + 1) == []
+        assert m.next_timer() == t + 1 + 2 * CHUNK_RETRY
+        assert Send(chunk0) in m.handle_timer(t + 1 + 2 * CHUNK_RETRY)
+        acts = m.on_reply(chunk0, BatchAck(1, 0), t + 4)
+        chunk1 = one(acts, Send).frame
+        assert isinstance(chunk1, Batch) and chunk1.index == 1
+        assert m.on_send_error(chunk1, WrongCount("no"), t + 5) == []
+        assert m.next_timer() == t + 5 + CHUNK_RETRY  # counted afresh after the ack
+        assert m.on_reply(chunk1, BatchAck(1, 1), t + 5.5)[-1] == Send(Trace(1))
+        assert not any(isinstance(a, Send) for a in m.handle_timer(t + 6))  # nothing left
 
 
 # ---------------------------------------------------------------------------- entry: restore
@@ -1288,10 +1305,22 @@ class TestRelayForwarding:
             relay.on_reply(one(acts, Send).frame, ack, NOW)
         assert relay.status(5) is S.MIXED
 
-    def test_a_refused_chunk_leaves_the_round_as_it_is(self) -> None:
+    def test_a_refused_chunk_is_sent_again_later(self) -> None:
         relay, acts, _ = self.mixed_relay()
-        assert relay.on_send_error(one(acts, Send).frame, WrongCount("no"), NOW) == []
-        assert relay.status(5) is S.MIXED
+        first = one(acts, Send).frame
+        assert relay.on_send_error(first, InternalError("could not store"), NOW) == []
+        assert relay.status(5) is S.MIXED and relay.next_timer() == NOW + CHUNK_RETRY
+        assert relay.handle_timer(NOW + CHUNK_RETRY) == [Send(first)]
+        for refusal in range(1, 8):  # doubling, capped
+            relay.on_send_error(first, InternalError("again"), NOW)
+            wait = min(CHUNK_RETRY_CAP, CHUNK_RETRY * 2**refusal)
+            assert relay.next_timer() == NOW + wait
+            assert relay.handle_timer(NOW + wait) == [Send(first)]
+        relay.on_send_error(first, InternalError("again"), NOW)
+        sent = relay.on_reply(first, BatchAck(5, 0), NOW)  # a late answer of an earlier try
+        second = one(sent, Send).frame
+        assert isinstance(second, Batch) and second.index == 1
+        assert relay.next_timer() is None  # chunk 1 went with the ack: no second copy
 
 
 class TestRelayRestore:
