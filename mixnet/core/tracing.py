@@ -55,7 +55,7 @@ from mixnet.core.records import (
 )
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import Role, RoundStatus
-from mixnet.errors import InternalError, MixnetError, NotReady, UnknownRound
+from mixnet.errors import InternalError, MixnetError, NotReady, RoundClosed, UnknownRound
 from mixnet.frames import AbortRound, Accused, Exclude, Excluded, Trace
 
 __all__ = [
@@ -296,8 +296,13 @@ class TracingMix(MixRounds):
 
         :raises UnknownRound: the round is unknown here.
         :raises NotReady: the round is not past its batch here yet (ask again later).
+        :raises RoundClosed: the round was aborted here (by the entry mix's abort, which its
+            restart may not have stored, or after :data:`TRACE_TIMEOUT`): the entry mix must
+            not take "nothing to accuse" for a verdict.
         """
         st = self._round(frame.round_id)
+        if st.status is RoundStatus.ABORTED:
+            raise RoundClosed(f"round {frame.round_id} was aborted at {self.name}")
         if st.status in _TRACE_OVER:
             return [Reply(Accused(frame.round_id))]
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
@@ -439,8 +444,11 @@ class TracingMix(MixRounds):
 
         :raises UnknownRound: the round is unknown here.
         :raises NotReady: the round is not past its batch here yet.
+        :raises RoundClosed: the round was aborted here and ``frame`` is not an abort.
         """
         st = self._round(frame.round_id)
+        if st.status is RoundStatus.ABORTED and not frame.abort:
+            raise RoundClosed(f"round {frame.round_id} was aborted at {self.name}")
         if st.status in _TRACE_OVER:
             return [Reply(Excluded(frame.round_id))]
         if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:

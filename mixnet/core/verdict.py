@@ -33,6 +33,7 @@ from mixnet.errors import (
     FrameTooLarge,
     MalformedFrame,
     MixnetError,
+    RoundClosed,
     UnexpectedFrameType,
     UnknownRound,
     UnsupportedVersion,
@@ -146,11 +147,14 @@ class EntryVerdict(MixRounds):
         st = self.rounds.get(sent.round_id)
         if st is None or st.status is not RoundStatus.FORWARDED:
             return []
+        aborting = isinstance(sent, Exclude) and bool(sent.abort)
+        if isinstance(error, RoundClosed) and not aborting:
+            # a later mix aborted the round (this mix's own abort, sent before a restart that
+            # did not store it, or its trace timeout): end it here too
+            return self._conclude(st, f"the chain aborted the round: {error}")
         if isinstance(error, UNUSABLE):
             st.trace_failures += 1
-            if st.trace_failures >= TRACE_GIVE_UP and not (
-                isinstance(sent, Exclude) and sent.abort
-            ):
+            if st.trace_failures >= TRACE_GIVE_UP and not aborting:
                 return self._conclude(
                     st,
                     f"mix {self.successor}'s answers to {type(sent).__name__.lower()} could "

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from mixnet.core.entry import EntryMachine
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.status import RoundStatus
 from tests.mixnet.chain_harness import VALID_BELOW, MemoryChain
@@ -32,6 +33,14 @@ def check_results(chain: MemoryChain, *, settled: bool = True) -> None:
         assert result["clients"] == len(kept), (round_id, result, stored)
         assert result["excluded"] == len(stored) - len(kept), (round_id, result, stored)
         assert result["sum"] == sum(sum(v) for v in kept.values())
+    entry = chain.nodes[0].machine
+    if settled and isinstance(entry, EntryMachine):  # the entry mix ends a round as the sink
+        for round_id, result in sink.store.results.items():
+            status = entry.status(round_id)
+            if status in (RoundStatus.CONFIRMED, RoundStatus.ABORTED):
+                aborted = result["status"] == "aborted"
+                ended = RoundStatus.ABORTED if aborted else RoundStatus.CONFIRMED
+                assert status is ended, (round_id, status, result, "\n".join(chain.trace[-40:]))
     counted: dict[str, list[int]] = {}
     for round_id, stored in chain.stored_in.items():
         if sink.store.results.get(round_id, {}).get("status") == "ok":
@@ -157,6 +166,33 @@ def test_a_poisoned_submission_with_a_crash_at_every_step() -> None:
     others = [([i + 4, 7], False) for i in range(3)]
     crash_at_every_step([([1, 2], False), ([VALID_BELOW, 3], False), *others], chunk_size=2,
                         steps=range(1, 90, 4))  # fmt: skip
+
+
+def test_an_aborting_entry_mix_restarted_at_every_step_ends_the_round_aborted() -> None:
+    """Excluding the poisoned submission leaves fewer than ``min_users``: the entry mix aborts
+    the round down the chain. Crashed at any step and restarted, it must end the round
+    ``aborted`` like the sink (and forget its receipts, so that clients submit afresh) —
+    also when the later mixes aborted before it could store that it had: a trace of an
+    aborted round answers ``round-closed``, not "nothing to accuse"."""
+    for crash_after in range(1, 120, 3):
+        chain = MemoryChain(
+            mixes=3, messages=2,
+            policy=RoundPolicy(3, 3, 5.0, "abort", chunk_size=2), seed=crash_after,
+        )  # fmt: skip
+        chain.add_client([1, 2])
+        chain.add_client([3, 4])
+        chain.add_client([5, VALID_BELOW + 1])  # refused by the last mix's validator
+        chain.eager = False
+        for _ in range(crash_after):
+            chain.step()
+        chain.crash(0)
+        chain.restart(0)
+        chain.settle()
+        check_results(chain)
+        entry = chain.nodes[0].machine
+        assert isinstance(entry, EntryMachine)
+        results = chain.nodes[-1].store.results
+        assert all(r["status"] == "aborted" for r in results.values()), results
 
 
 def test_every_node_recovers_from_a_crash_at_every_step() -> None:

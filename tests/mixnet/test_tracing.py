@@ -39,7 +39,14 @@ from mixnet.core.relay import RelayMachine
 from mixnet.core.status import RoundStatus
 from mixnet.core.tracing import TraceProved, unpeeled_inputs
 from mixnet.core.verdict import TRACE_GIVE_UP, TRACE_RETRY, VerdictChecked
-from mixnet.errors import FrameTooLarge, InternalError, MixnetError, NotReady, UnsupportedVersion
+from mixnet.errors import (
+    FrameTooLarge,
+    InternalError,
+    MixnetError,
+    NotReady,
+    RoundClosed,
+    UnsupportedVersion,
+)
 from mixnet.frames import (
     Aborted,
     AbortRound,
@@ -345,6 +352,19 @@ class TestEntry:
         acts = m.handle_timer(NOW + TRACE_RETRY + DEADLINE_S)  # type: ignore[attr-defined]
         assert Send(Trace(1)) in acts
 
+    def test_a_chain_that_aborted_the_round_makes_the_entry_abort_it(self) -> None:
+        """A later mix answers ``round-closed``: it aborted the round (after its trace
+        timeout, or on this mix's abort that a restart lost). The entry mix aborts too."""
+        m, _ = self.forwarded()
+        closed: MixnetError = RoundClosed("round 1 was aborted at mix3")
+        abort = one(m.on_send_error(Trace(1), closed, NOW), Send).frame  # type: ignore[attr-defined]
+        assert isinstance(abort, Exclude) and abort.items == ()
+        assert abort.abort == "the chain aborted the round: round 1 was aborted at mix3"
+        assert m.on_send_error(abort, closed, NOW) == []  # type: ignore[attr-defined]
+        m.on_reply(abort, Excluded(1), NOW)  # type: ignore[attr-defined]
+        assert m.rounds[1].status is S.ABORTED  # type: ignore[attr-defined]
+        assert not m.rounds[1].receipts  # type: ignore[attr-defined]
+
     def test_answers_that_waiting_does_not_mend_abort_the_round(self) -> None:
         """A reply too large to read (or from a mix of another wire version) comes back the
         same however often the entry mix asks: the TRACE_GIVE_UP-th in a row aborts the round
@@ -422,7 +442,12 @@ def test_a_relay_gives_up_a_trace_that_never_comes() -> None:
     acts = relay.handle_timer(NOW + TRACE_TIMEOUT)
     assert acts == [Persist((DropIntake(R), EraseKey(R), SetRound(R, status=S.ABORTED)))]
     assert relay.status(R) is S.ABORTED and relay.next_timer() is None
-    assert relay.on_trace(Trace(R), NOW) == [Reply(Accused(R))]  # a late entry mix
+    # a late entry mix is told the round was aborted, not that there is nothing to accuse
+    with pytest.raises(RoundClosed, match="aborted"):
+        relay.on_trace(Trace(R), NOW)
+    with pytest.raises(RoundClosed, match="aborted"):
+        relay.on_exclude(Exclude(R, (), 0), NOW)
+    assert relay.on_exclude(Exclude(R, (), 0, "late abort"), NOW) == [Reply(Excluded(R))]
 
 
 def test_the_last_mix_gives_up_and_tells_the_sink() -> None:
