@@ -13,7 +13,9 @@ submissions would remain, or when the excluded submissions' items would not fit 
 and when :data:`TRACE_GIVE_UP` answers in a row could not be used however long it waits (a
 reply that cannot be read or is too large, a chain that does not know the round — e.g. a mix
 of another wire version): the round then ends with that error as its reason instead of being
-asked about every second until the later mixes give up on it (after an hour).
+asked about every second until the later mixes give up on it (after an hour). A later mix
+that aborted the round answers ``round-closed``; the entry mix then aborts it too (never
+reading an aborted chain's silence as a verdict with nothing to accuse).
 """
 
 from __future__ import annotations
