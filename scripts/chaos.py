@@ -65,6 +65,14 @@ trace reply carries at least two accusations, so this works with chunks of any s
 poisoner takes one user's place in the round, is never counted, and the round must end with
 ``excluded = 1``, whichever node was killed when.
 
+Aborted rounds (``--abort``, with ``--poison``). The rounds have ``min_users = users``, so
+excluding the poisoner leaves too few and the entry mix aborts every round after its trace,
+whichever node was killed when. The round must end ``aborted`` at the entry mix as at the
+analyzer, and none of its values may be counted in any round. A value is counted once only if
+its client submitted it again and was acknowledged in a later round: a probe whose resend is
+answered ``round-closed`` (the abort came first and its receipts are gone) submits afresh,
+and the library does the same for users.
+
 Two at once (``--pairs``). The target and the next node in the chain (after the analyzer: the
 entry mix) are SIGKILLed together and restarted together, as when a host running both goes
 down; the table's node column names both.
@@ -125,6 +133,7 @@ from cloaknet.params import CloakParams
 from cloaknet.process_chain import stop_processes
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 from mixnet.client import MAX_REPLY, RoundInfo
+from mixnet.errors import RoundClosed
 from mixnet.link import Link
 from mixnet.onion import onion_length, seal_layer, wrap
 from mixnet.tls import TlsConfig, client_context
@@ -300,6 +309,9 @@ class Shape:
     tls: bool = False
     #: mixes of the chain (:data:`MIX_COUNTS`)
     mixes: int = 3
+    #: with ``poison``: ``min_users = users``, so excluding the poisoner aborts every round
+    #: after its trace (``--abort``)
+    abort: bool = False
 
     @property
     def mix_names(self) -> tuple[str, ...]:
@@ -382,7 +394,8 @@ class Chain:
             tls_config, self.client_tls = TlsConfig(ca), client_context(ca)
             serve_with = ["--tls-cert", str(cert), "--tls-key", str(key)]
         policy = RoundPolicy(  # a round closes at max_users; the poisoner's exclusion leaves
-            min_users=shape.users - bool(shape.poison),  # one fewer, which must still do
+            # one fewer, which must still do (with --abort: must not)
+            min_users=shape.users - bool(shape.poison) + bool(shape.abort),
             max_users=shape.users,
             deadline_seconds=3600.0,
             below_min="wait",
@@ -787,6 +800,27 @@ class Driver:
         if reply.get("round") != info.round_id:
             raise ChaosError(f"the poisoner was acknowledged as {reply!r}")
 
+    async def _entry_ended(self, round_id: int, wait: float = 10.0) -> str | None:
+        """The entry mix's status of the round once it ended there (it hears the chain's
+        answer to its abort a moment after the analyzer published it), or its last status
+        after ``wait`` seconds."""
+        limit = time.monotonic() + wait
+        while True:
+            status = await asyncio.to_thread(
+                self.chain.round_status, self.chain.mixes[0], round_id
+            )
+            if status in ("aborted", "confirmed") or time.monotonic() > limit:
+                return status
+            await asyncio.sleep(0.05)
+
+    async def _probe_afresh(
+        self, net: ChainClient, probe_id: str, probe_slot: int
+    ) -> dict[str, object]:
+        """(``--abort``) The probe's value submitted afresh into the open round, as a client
+        told ``round-closed`` does: its acknowledgement."""
+        receipt = await net.submit_shares(self.shares(4**probe_slot), client_id=probe_id)
+        return {"type": "accepted", "round": receipt.round, "client": receipt.client}
+
     def _turn(self, point: Point, choices: int) -> int:
         """Which of ``choices`` (e.g. hops) the point takes: the next one at each point, and
         one further at each turn of the schedule's targets, so that every node is killed
@@ -823,6 +857,10 @@ class Driver:
         )
         try:
             reply = await link.request(probe_frame, expect="receipts" if many else "accepted")
+        except RoundClosed:
+            if not self.shape.abort:
+                raise
+            reply = {"type": "error", "code": RoundClosed.code}
         finally:
             await link.close()
         if many:  # the one receipt must be the probe's acknowledgement
@@ -832,11 +870,15 @@ class Driver:
             ):
                 raise ChaosError(f"the probe's submit-many got {reply!r}")
             reply = results[0]
-            if reply.get("type") != "accepted":
-                raise ChaosError(f"the probe's resent submit-many was refused: {reply!r}")
         point.resent += 1
+        if self.shape.abort and reply.get("code") == RoundClosed.code:
+            # the round was aborted first: its receipts are gone, the probe submits afresh
+            point.checks.append(f"probe's resend refused: round {round_id} was aborted")
+            reply = await self._probe_afresh(net, probe_id, probe_slot)
+        if reply.get("type") != "accepted":
+            raise ChaosError(f"the probe's resent submission was refused: {reply!r}")
         probe_round = get_int(reply, "round", min_value=0)
-        if probe_round != round_id or reply.get("client") != probe_id:
+        if (probe_round != round_id and not self.shape.abort) or reply.get("client") != probe_id:
             point.checks.append(f"probe acknowledged as {reply!r}, sent to round {round_id}")
             raise ChaosError(
                 f"the probe's exact resend was acknowledged for round {probe_round}, "
@@ -1035,12 +1077,26 @@ class Driver:
         point.rounds = sorted(by_round)
         counted: Counter[int] = Counter()
         problems: list[str] = []
+        aborted: set[int] = set()
         for round_id in point.rounds:
             point.checks.append(f"waiting for the result of round {round_id}")
             subs = by_round[round_id]
+            must_abort = self.shape.abort and round_id == point.round
             try:
                 result = await net.result(round_id)
-            except (RoundAborted, RoundFailed) as exc:
+            except RoundAborted as exc:
+                point.results[str(round_id)] = {"error": str(exc)}
+                if not must_abort:
+                    problems.append(f"round {round_id}: {exc}")
+                    continue  # its acknowledged submissions stay uncounted: lost
+                aborted.add(round_id)  # as it must: its submissions are counted nowhere
+                entry = await self._entry_ended(round_id)
+                if entry != "aborted":
+                    problems.append(
+                        f"round {round_id}: the analyzer aborted it, the entry mix says {entry}"
+                    )
+                continue
+            except RoundFailed as exc:
                 point.results[str(round_id)] = {"error": str(exc)}
                 problems.append(f"round {round_id}: {exc}")
                 continue  # its acknowledged submissions stay uncounted: lost
@@ -1049,6 +1105,8 @@ class Driver:
                 k: raw.get(k)
                 for k in ("status", "users", "raw_sum", "estimate_exact", "excluded")
             }
+            if must_abort:
+                problems.append(f"round {round_id} ended {raw.get('status')}, not aborted")
             poisoned = int(bool(self.shape.poison) and round_id == point.round)
             if raw.get("excluded", 0) != poisoned:
                 problems.append(
@@ -1075,7 +1133,8 @@ class Driver:
                 if count:
                     counted[digit] += count
                 digit += 1
-        mine = {s.slot for s in acked if s.slot is not None}
+        # acknowledged into a round that must abort (``--abort``): counted nowhere
+        mine = {s.slot for s in acked if s.slot is not None and s.round not in aborted}
         point.lost = sum(1 for slot in mine if counted[slot] == 0)
         point.doubled = sum(
             max(0, count - 1) if slot in mine else count for slot, count in counted.items()
@@ -1194,6 +1253,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "entry mix), as when a host running both goes down, and restart both",
     )
     p.add_argument(
+        "--abort", action="store_true",
+        help="with --poison: min_users = users, so that excluding the poisoner aborts every "
+        "round after its trace; the round must end aborted at the entry mix as at the "
+        "analyzer and count none of its values (a resent probe refused round-closed "
+        "submits afresh)",
+    )
+    p.add_argument(
         "--mixes", type=int, default=3,
         help=f"mixes in the chain, {MIX_COUNTS.start}..{MIX_COUNTS.stop - 1} (default 3); "
         "the points kill every mix in turn, then the analyzer",
@@ -1208,6 +1274,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error(f"--users must be in 2..{MAX_SLOTS}")
     if args.poison and args.users < 3:
         p.error("--poison needs --users >= 3 (the probe, a user and the poisoner)")
+    if args.abort and not args.poison:
+        p.error("--abort needs --poison (the exclusion is what aborts the round)")
     if args.mixes not in MIX_COUNTS:
         p.error(f"--mixes must be in {MIX_COUNTS.start}..{MIX_COUNTS.stop - 1}")
     if args.messages < 4:
@@ -1225,7 +1293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     shape = Shape(
-        args.users, args.messages, args.chunk_size, args.poison, args.tls, args.mixes
+        args.users, args.messages, args.chunk_size, args.poison, args.tls, args.mixes,
+        args.abort,
     )
     plan = schedule(args.points, args.seed, args.mixes)
     processes = Processes()
@@ -1267,6 +1336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "chunk_size": shape.chunk_size,
             "mixes": shape.mixes,
             "poison": shape.poison,
+            "abort": shape.abort,
             "tls": shape.tls,
             "pairs": args.pairs,
             "modulus": str(shape.modulus),

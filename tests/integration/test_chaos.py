@@ -116,6 +116,19 @@ def test_sigkill_still_excludes_the_poisoned_submission(
 
 
 @pytest.mark.slow
+def test_rounds_that_abort_after_their_trace_end_aborted_everywhere(tmp_path: Path) -> None:
+    """``--abort``: excluding the poisoner leaves fewer than ``min_users``, so every round
+    aborts after its trace, whatever node is killed when. It ends ``aborted`` at the entry
+    mix as at the analyzer, and none of its values is counted (a value comes back only if its
+    client submitted it again and was acknowledged in a later round)."""
+    data = four_points(tmp_path, "--seed", "7", "--users", "4", "--poison", "payload",
+                       "--abort", "--chunk-size", "8")  # fmt: skip
+    assert data["abort"] is True
+    for p in data["points"]:
+        assert p["results"][str(p["round"])] == {"error": f"round {p['round']} was aborted"}
+
+
+@pytest.mark.slow
 def test_four_mixes_exclude_onions_that_collide_at_either_middle_mix(tmp_path: Path) -> None:
     """``--mixes 4 --poison twins``: every mix and the analyzer are killed in turn while two
     onions collide at mix 2 or at mix 3 — at mix 3 the pair of ``duplicate`` accusations is
