@@ -33,6 +33,9 @@ past the phase meanwhile, the kill happens anyway and the table's ``status`` col
 chunks ``acked``), it is restarted at once with the same command and database, and the round
 is left to finish.
 
+Every round must also end at the entry mix as it did at the analyzer (``confirmed`` for a
+result, ``aborted`` for an abort), as its ``/status`` shows.
+
 Exactness. Users submit known integer shares through the client library (``submit_shares``):
 each user of a point has the integer value ``4**slot`` (its own slot; consecutive points use
 different slots while they fit the 64-bit precision k = 4**slots), split into ``m`` shares that
@@ -1107,6 +1110,9 @@ class Driver:
             }
             if must_abort:
                 problems.append(f"round {round_id} ended {raw.get('status')}, not aborted")
+            entry = await self._entry_ended(round_id)
+            if entry != "confirmed":  # the entry mix ends every round as the analyzer did
+                problems.append(f"round {round_id}: ok at the analyzer, {entry} at the entry mix")
             poisoned = int(bool(self.shape.poison) and round_id == point.round)
             if raw.get("excluded", 0) != poisoned:
                 problems.append(
