@@ -33,8 +33,9 @@ past the phase meanwhile, the kill happens anyway and the table's ``status`` col
 chunks ``acked``), it is restarted at once with the same command and database, and the round
 is left to finish.
 
-Every round must also end at the entry mix as it did at the analyzer (``confirmed`` for a
-result, ``aborted`` for an abort), as its ``/status`` shows.
+Every round must also end at every mix as it did at the analyzer (``confirmed`` for a
+result, ``aborted`` for an abort), as their ``/status`` shows: a mix that ends a round erases
+its key and intake.
 
 Exactness. Users submit known integer shares through the client library (``submit_shares``):
 each user of a point has the integer value ``4**slot`` (its own slot; consecutive points use
@@ -805,16 +806,29 @@ class Driver:
 
     async def _entry_ended(self, round_id: int, wait: float = 10.0) -> str | None:
         """The entry mix's status of the round once it ended there (it hears the chain's
-        answer to its abort a moment after the analyzer published it), or its last status
-        after ``wait`` seconds."""
+        answer a moment after the analyzer published the result), or its last status after
+        ``wait`` seconds."""
+        return await self._ended(self.chain.mixes[0], round_id, wait)
+
+    async def _ended(self, name: str, round_id: int, wait: float = 10.0) -> str | None:
+        """Node ``name``'s status of the round once it ended there, or its last status after
+        ``wait`` seconds."""
         limit = time.monotonic() + wait
         while True:
-            status = await asyncio.to_thread(
-                self.chain.round_status, self.chain.mixes[0], round_id
-            )
+            status = await asyncio.to_thread(self.chain.round_status, name, round_id)
             if status in ("aborted", "confirmed") or time.monotonic() > limit:
                 return status
             await asyncio.sleep(0.05)
+
+    async def _mixes_ended(self, round_id: int, expected: str) -> list[str]:
+        """Problems: a mix after the entry that did not end the round ``expected`` (each
+        erases the round's key and intake when it ends it)."""
+        problems = []
+        for name in self.chain.mixes[1:]:
+            status = await self._ended(name, round_id)
+            if status != expected:
+                problems.append(f"round {round_id}: {expected} at the analyzer, {status} at {name}")
+        return problems
 
     async def _probe_afresh(
         self, net: ChainClient, probe_id: str, probe_slot: int
@@ -1098,6 +1112,7 @@ class Driver:
                     problems.append(
                         f"round {round_id}: the analyzer aborted it, the entry mix says {entry}"
                     )
+                problems += await self._mixes_ended(round_id, "aborted")
                 continue
             except RoundFailed as exc:
                 point.results[str(round_id)] = {"error": str(exc)}
@@ -1111,8 +1126,9 @@ class Driver:
             if must_abort:
                 problems.append(f"round {round_id} ended {raw.get('status')}, not aborted")
             entry = await self._entry_ended(round_id)
-            if entry != "confirmed":  # the entry mix ends every round as the analyzer did
+            if entry != "confirmed":  # every mix ends every round as the analyzer did
                 problems.append(f"round {round_id}: ok at the analyzer, {entry} at the entry mix")
+            problems += await self._mixes_ended(round_id, "confirmed")
             poisoned = int(bool(self.shape.poison) and round_id == point.round)
             if raw.get("excluded", 0) != poisoned:
                 problems.append(
