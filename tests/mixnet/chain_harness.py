@@ -561,23 +561,11 @@ class MemoryChain:
         if action.token is not None and failing in node.fail_writes:
             node.fail_writes.remove(failing)
             self.trace.append(f"write of {node.name} failed")
-            assert node.machine is not None
-            try:
-                node.committed[id(action)] = node.emit(
-                    node.machine.persist_failed(action.token, self.now)
-                )
-            except MixnetError as exc:
-                node.committed[id(action)] = exc
+            self._tell(node, action, failed=True)
             return
         node.store.apply(action.writes)
         if action.token is not None:
-            assert node.machine is not None
-            try:
-                node.committed[id(action)] = node.emit(
-                    node.machine.persisted(action.token, self.now)
-                )
-            except MixnetError as exc:
-                node.committed[id(action)] = exc
+            self._tell(node, action, failed=False)
         if node.index == 0:
             for w in action.writes:
                 if isinstance(w, AddSubmission):
@@ -585,6 +573,17 @@ class MemoryChain:
                     stored = self.stored_in.setdefault(w.round_id, {})
                     assert w.submission.client not in stored
                     stored[w.submission.client] = values
+
+    def _tell(self, node: Node, action: Persist, *, failed: bool) -> None:
+        """Tell the machine that ``action``'s write committed (or ``failed``); keep what it
+        returned, or raised, for the Persist's task."""
+        m = node.machine
+        assert m is not None and action.token is not None
+        event = m.persist_failed if failed else m.persisted
+        try:
+            node.committed[id(action)] = node.emit(event(action.token, self.now))
+        except MixnetError as exc:
+            node.committed[id(action)] = exc
 
     def _do(self, node: Node, task: Task, action: Action) -> list[Action]:
         m = node.machine
