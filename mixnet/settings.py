@@ -19,7 +19,7 @@ from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
 from mixnet.chain import ChainConfig, ChainConfigError
 from mixnet.chunk_signature import SIGNATURE_LENGTH, Delivery
 from mixnet.core.policy import RoundPolicy
-from mixnet.core.tracing import accusation_cap, exclude_cap
+from mixnet.core.trace_caps import accusation_cap, exclude_cap
 from mixnet.dleq import PROOF_LENGTH
 from mixnet.frames import Accused, FrameLimits, to_wire
 from mixnet.limits import DEFAULT_LIMITS, Limits
@@ -93,7 +93,7 @@ class NodeSettings:
     def max_frame(self) -> int:
         """Largest frame this node accepts, in bytes: at the entry mix a ``submit-many``
         frame of ``[limits].max_submissions_per_frame`` boxes; at a later mix a batch chunk or
-        an ``exclude`` frame (:func:`~mixnet.core.tracing.exclude_cap` items), whichever is
+        an ``exclude`` frame (:func:`~mixnet.core.trace_caps.exclude_cap` items), whichever is
         larger; at the sink a batch chunk."""
         if self.hop == 0:
             per_frame = self.connection_limits.max_submissions_per_frame
@@ -114,7 +114,7 @@ class NodeSettings:
     def accused_reply_length(self) -> int:
         """Bytes of the longest ``accused`` reply an honest successor mix sends this node (0
         when the successor is the sink): as many accusations as it may name
-        (:func:`~mixnet.core.tracing.accusation_cap` at its hop), each with a step at every
+        (:func:`~mixnet.core.trace_caps.accusation_cap` at its hop), each with a step at every
         hop from the successor's to the last mix's (that hop's item, a revealed secret and
         its proof) and a delivery by this node (a signature and an audit path in a chunk),
         and one more for a blame's evidence; encoded, with the widest integers."""

@@ -55,6 +55,7 @@ from mixnet.core.records import (
 )
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import Role, RoundStatus
+from mixnet.core.trace_caps import accusation_cap
 from mixnet.errors import InternalError, MixnetError, NotReady, RoundClosed, UnknownRound
 from mixnet.frames import AbortRound, Accused, Exclude, Excluded, Trace
 
@@ -65,8 +66,6 @@ __all__ = [
     "TraceProved",
     "TraceVerified",
     "TracingMix",
-    "accusation_cap",
-    "exclude_cap",
     "unpeeled_inputs",
 ]
 
@@ -74,23 +73,6 @@ __all__ = [
 #: batch is here. A round whose ``exclude`` has not come by then is aborted here (the last
 #: mix tells the sink), so an entry mix that never returns cannot make a mix keep keys forever.
 TRACE_TIMEOUT = 3600.0
-
-
-def accusation_cap(chunk_size: int, mixes: int) -> int:
-    """The most accusations one ``accused`` reply carries: ``chunk_size // (2·mixes)``, but
-    never fewer than 2, so that a pair of ``duplicate`` accusations always fits. Bad payloads
-    beyond it are reported as untraced (the round then aborts, with the reason). The
-    receiver's frame limit holds a reply this long
-    (:meth:`mixnet.settings.NodeSettings.accused_reply_length`)."""
-    return max(2, chunk_size // (2 * max(1, mixes)))
-
-
-def exclude_cap(chunk_size: int, messages: int) -> int:
-    """The most items one ``exclude`` frame carries (and every mix accepts): all ``messages``
-    items of as many submissions as mix 2's ``accused`` reply can name
-    (:func:`accusation_cap` with 2 mixes), and never fewer than a chunk's worth. The entry
-    mix aborts a round whose exclusion would need more."""
-    return max(chunk_size, messages * accusation_cap(chunk_size, 2))
 
 
 def unpeeled_inputs(chunk: Chunk) -> tuple[bytes, ...]:

@@ -9,7 +9,7 @@ those submissions; once the chain answered, the round is ``CONFIRMED`` and its i
 erased. It aborts the round instead (``exclude`` with a reason) when a mix is blamed, when
 items were dropped downstream without evidence, when fewer than ``min_users``
 submissions would remain, or when the excluded submissions' items would not fit one
-``exclude`` frame (:func:`~mixnet.core.tracing.exclude_cap` items, what every mix accepts),
+``exclude`` frame (:func:`~mixnet.core.trace_caps.exclude_cap` items, what every mix accepts),
 and when :data:`TRACE_GIVE_UP` answers in a row could not be used however long it waits (a
 reply that cannot be read or is too large, a chain that does not know the round — e.g. a mix
 of another wire version): the round then ends with that error as its reason instead of being
@@ -29,7 +29,7 @@ from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import DropIntake, ForgetReceipts, SetRound
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import RoundStatus
-from mixnet.core.tracing import exclude_cap
+from mixnet.core.trace_caps import exclude_cap
 from mixnet.errors import (
     BadLength,
     FrameTooLarge,

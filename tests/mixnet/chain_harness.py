@@ -58,7 +58,7 @@ from mixnet.core.records import (
 from mixnet.core.relay import RelayMachine
 from mixnet.core.rounds import RoundKey
 from mixnet.core.sink import SinkMachine
-from mixnet.core.tracing import exclude_cap
+from mixnet.core.trace_caps import exclude_cap
 from mixnet.errors import MixnetError, RoundClosed, UnknownRound
 from mixnet.frames import (
     AbortRound,

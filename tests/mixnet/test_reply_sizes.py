@@ -4,7 +4,7 @@
 without ownership proofs.
 
 The reply is built here on its own terms — as many accusations as
-:func:`~mixnet.core.tracing.accusation_cap` lets the replying mix name, each with a revealed
+:func:`~mixnet.core.trace_caps.accusation_cap` lets the replying mix name, each with a revealed
 step at every hop from the replier's to the last mix's and a delivery by the receiver with an
 honest audit path — and encoded with the wire codec. Before the limit took the accusations'
 steps and deliveries into account, a full reply of a default chain (3 mixes, chunks of 4,096,
@@ -20,7 +20,7 @@ import pytest
 from mixnet.blame import Accusation, Failure, Step
 from mixnet.chunk_signature import Delivery
 from mixnet.core.policy import RoundPolicy
-from mixnet.core.tracing import accusation_cap
+from mixnet.core.trace_caps import accusation_cap
 from mixnet.frames import Accused, parse_reply, to_wire
 from mixnet.onion import onion_length
 from mixnet.settings import NodeSettings

@@ -420,7 +420,7 @@ def test_a_pruned_round_reopened_is_refused_with_a_typed_error() -> None:
 def test_more_refused_payloads_than_a_reply_carries_are_untraced() -> None:
     """The last mix accuses at most ``accusation_cap`` payloads in one reply; the rest are
     reported as untraced, so the entry mix aborts the round instead of retrying forever."""
-    from mixnet.core.tracing import accusation_cap
+    from mixnet.core.trace_caps import accusation_cap
 
     cap = accusation_cap(2, 3)
     assert cap == 2  # never fewer: a pair of duplicate accusations always fits
