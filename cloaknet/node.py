@@ -55,12 +55,20 @@ class NodeConfigError(MixnetError):
 
 
 def _prepare(
-    chain: CloakChain, name: str, key_path: Path | None, dump_dir: Path | None
+    chain: CloakChain,
+    name: str,
+    key_path: Path | None,
+    dump_dir: Path | None,
+    peel_processes: int = 0,
 ) -> tuple[NodeSettings, SigningKey | None]:
     """Everything that can be checked before the node's store is opened: its settings and,
     for a mix, its identity key (``None`` for the analyzer). Raises as :func:`build_node`."""
     settings = node_settings(
-        chain.config, name, messages=chain.messages, payload_length=chain.payload_length
+        chain.config,
+        name,
+        messages=chain.messages,
+        payload_length=chain.payload_length,
+        peel_processes=peel_processes,
     )
     if settings.hop == settings.hops:
         return settings, None
@@ -161,8 +169,12 @@ async def run_node(
     *,
     tls_cert: Path | None = None,
     tls_key: Path | None = None,
+    peel_processes: int = 0,
 ) -> None:
     """Load the chain file, start node ``name`` and serve until SIGINT or SIGTERM.
+
+    A mix peels in ``peel_processes`` worker processes (:mod:`mixnet.peel_processes`; 0: in
+    threads of its own process).
 
     It listens on ``listen`` (default: the host of its URL in the chain file) at the port of
     that URL, and keeps its state in ``db_path`` (default ``<name>.db`` next to the chain
@@ -181,7 +193,7 @@ async def run_node(
         :mod:`mixnet.store`): start it again to recover from what the disk holds.
     """
     chain = load_chain(chain_path)
-    settings, identity = _prepare(chain, name, key_path, dump_dir)
+    settings, identity = _prepare(chain, name, key_path, dump_dir, peel_processes)
     url = chain.config.node(name).url
     tls = _server_tls(name, url, tls_cert, tls_key)
     host, port = host_port(url)

@@ -394,8 +394,9 @@ class RoundKeyring:
     Erasure drops every reference this keyring holds to the key. CPython cannot guarantee
     that the key bytes are zeroed in memory (``bytes`` are immutable and PyNaCl keeps its own
     copies); the memory is freed once no other reference (e.g. a running ``peel_many``)
-    remains, and may be reused later. The erased-id set lives in memory only: a node that
-    restarts must restore it from its own persistent state.
+    remains, and may be reused later. A peel worker process (:mod:`mixnet.peel_worker`) gets
+    the key's bytes with each request and drops them when it has answered. The erased-id set
+    lives in memory only: a node that restarts must restore it from its own persistent state.
 
     Not thread-safe: use it from one thread (the event loop) and hand secret keys to worker
     threads.

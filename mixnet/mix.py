@@ -3,9 +3,11 @@
 The adapter around :class:`~mixnet.core.entry.EntryMachine` or
 :class:`~mixnet.core.relay.RelayMachine`: round keys are X25519 keys from the OS CSPRNG signed
 with the mix's Ed25519 identity (held in a :class:`~mixnet.keys.RoundKeyring` that mirrors
-the store: adopted when written, dropped when erased); peeling runs in a thread pool in parts
-of :data:`PEEL_CHUNK` onions (libsodium releases the GIL), and small requests — the entry
-mix's submission boxes — are peeled many per pool task (:class:`~mixnet.peeling.PeelBatcher`);
+the store: adopted when written, dropped when erased); peeling runs in parts of
+:data:`PEEL_CHUNK` onions in the node's worker processes
+(:class:`~mixnet.peel_processes.PeelProcesses`, ``settings.peel_processes`` of them) or, with
+none, in a thread pool (libsodium releases the GIL), and small requests — the entry mix's
+submission boxes — are peeled many per task (:class:`~mixnet.peeling.PeelBatcher`);
 the permutation (:func:`~mixnet.core.intake.random_permutation`, OS CSPRNG) runs in a thread
 too and yields views of the round's buffer, not copies; the outbound chunks are signed in
 that thread as well (their Merkle roots are off the event loop). The entry mix also answers
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
+import ssl
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -61,8 +63,9 @@ from mixnet.frames import (
 from mixnet.keys import RoundKeyring, announce_round_key
 from mixnet.link import Link, challenge_response, system_uniform
 from mixnet.node import PREDECESSOR_FRAMES, BaseNode
-from mixnet.onion import peel_many
-from mixnet.peeling import PeelBatcher, PeelPart
+from mixnet.peel_job import PeelJob
+from mixnet.peel_processes import PeelProcesses
+from mixnet.peeling import PeelBatcher, PeelPart, PeelRunner, in_pool
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore
 
@@ -124,7 +127,16 @@ class MixNode(BaseNode):
         self._peeling: dict[int, int] = {}
         self._peel_started: dict[int, float] = {}
         self._item_length = settings.item_length_in()
-        self._batches = PeelBatcher(self.pool, settings.workers)
+        self.peel_processes = (
+            PeelProcesses(settings.peel_processes, name=settings.name)
+            if settings.peel_processes
+            else None
+        )
+        self._peel_run: PeelRunner = (
+            in_pool(self.pool) if self.peel_processes is None else self._run_in_process
+        )
+        tasks = settings.peel_processes or settings.workers
+        self._batches = PeelBatcher(self._peel_run, tasks)
 
     # ------------------------------------------------------------------ the machine
 
@@ -288,7 +300,7 @@ class MixNode(BaseNode):
         groups: dict[tuple[int, int], list[int]] = {}
         for index, action in enumerate(actions):
             groups.setdefault((action.round_id, action.split), []).append(index)
-        opened: list[list[bytes | MixnetError] | BaseException] = [[] for _ in actions]
+        opened: list[Sequence[bytes | MixnetError] | BaseException] = [[] for _ in actions]
         for (r, split), indices in groups.items():
             items = [item for i in indices for item in actions[i].items]
             try:
@@ -316,9 +328,11 @@ class MixNode(BaseNode):
 
     async def _peel_items(
         self, r: int, split: int, items: Sequence[bytes]
-    ) -> list[bytes | MixnetError]:
+    ) -> Sequence[bytes | MixnetError]:
         """Peel ``items`` with round ``r``'s key in the pool (``split`` items out of each:
-        the entry mix's boxes), timing it for ``/status``.
+        the entry mix's boxes), timing it for ``/status``. A relay's chunk that opened whole
+        in worker processes comes back as :class:`~mixnet.core.items.Items` (no object per
+        item); the entry mix always gets a list.
 
         :raises MixnetError: the round's key is gone (``keyring.secret``).
         """
@@ -328,9 +342,9 @@ class MixNode(BaseNode):
             self._peel_started[r] = self.clock()
         self._peeling[r] = active + 1
         s = self.settings
-        peel_part: PeelPart = functools.partial(
-            peel_many,
-            secret_key=key,
+        job = PeelJob(
+            bytes(key),
+            bytes(key.public_key),
             chain_id=s.chain_id,
             round_id=r,
             hop_index=s.hop,
@@ -338,15 +352,12 @@ class MixNode(BaseNode):
             split=split,
             proven=s.ownership_proofs and s.hop > 0,
         )
-        loop = asyncio.get_running_loop()
         try:
             if len(items) * split < PEEL_CHUNK:  # e.g. a submission: peeled with others
-                results = [await self._batches.peel((r, split), peel_part, items)]
+                results = [await self._batches.peel((r, split), job, items)]
             else:
                 parts = [items[i : i + PEEL_CHUNK] for i in range(0, len(items), PEEL_CHUNK)]
-                results = await asyncio.gather(
-                    *(loop.run_in_executor(self.pool, peel_part, part) for part in parts)
-                )
+                results = await asyncio.gather(*(self._peel_run(job, part) for part in parts))
         finally:
             self._peeling[r] -= 1
             if self._peeling[r] == 0:
@@ -354,6 +365,10 @@ class MixNode(BaseNode):
                 started = self._peel_started.pop(r)
                 times = self._round_times.setdefault(r, {})
                 times["peel_seconds"] = times.get("peel_seconds", 0.0) + self.clock() - started
+        if self.role is not Role.ENTRY and all(isinstance(part, Items) for part in results):
+            if len(results) == 1:
+                return results[0]
+            return Items.concat(cast("list[Items]", results))
         return [item for part in results for item in part]
 
     async def prove(self, action: Prove) -> list[Action]:
@@ -506,9 +521,28 @@ class MixNode(BaseNode):
             )
         return out
 
+    async def _run_in_process(
+        self, part: PeelPart, items: Sequence[bytes]
+    ) -> Sequence[bytes | MixnetError]:
+        """The :data:`~mixnet.peeling.PeelRunner` of a node with peel worker processes."""
+        assert self.peel_processes is not None and isinstance(part, PeelJob)
+        return await self.peel_processes.run(part, items)
+
+    async def start(self, host: str, port: int, *, tls: ssl.SSLContext | None = None) -> int:
+        """:meth:`BaseNode.start <mixnet.node.BaseNode.start>`, the peel worker processes
+        started first (if the settings ask for them).
+
+        :raises OSError: also when a worker process cannot be started.
+        """
+        if self.peel_processes is not None:
+            await self.peel_processes.start()
+        return await super().start(host, port, tls=tls)
+
     async def stop(self) -> None:
         await super().stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.peel_processes is not None:
+            await self.peel_processes.close()
 
 
 def _mix_cut_and_sign(

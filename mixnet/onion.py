@@ -61,6 +61,7 @@ __all__ = [
     "onion_length",
     "open_layer_with_secret",
     "peel_many",
+    "peel_many_raw",
     "seal_layer",
     "split_layer",
     "submission_length",
@@ -518,6 +519,42 @@ def peel_many(
     """
     if not isinstance(secret_key, PrivateKey):
         raise TypeError(f"secret_key must be a PrivateKey, not {type(secret_key).__name__}")
+    return peel_many_raw(
+        onions,
+        bytes(secret_key),
+        bytes(secret_key.public_key),
+        chain_id=chain_id,
+        round_id=round_id,
+        hop_index=hop_index,
+        expected_length=expected_length,
+        split=split,
+        proven=proven,
+    )
+
+
+def peel_many_raw(
+    onions: Sequence[bytes],
+    secret: bytes,
+    public: bytes,
+    *,
+    chain_id: str,
+    round_id: int,
+    hop_index: int,
+    expected_length: int,
+    split: int = 1,
+    proven: bool = False,
+) -> list[bytes | MixnetError]:
+    """:func:`peel_many` with the round key as its raw 32-byte ``secret`` and the matching
+    ``public`` key (the caller vouches that they match: a wrong ``public`` makes every layer
+    fail to open). No key is derived here, so a worker process handed the key's bytes costs
+    no extra scalar multiplication per request.
+
+    :raises TypeError, ValueError: as :func:`peel_many`; also for keys that are not 32
+        ``bytes``.
+    """
+    for key, label in ((secret, "secret"), (public, "public")):
+        if not isinstance(key, bytes) or len(key) != PUBLIC_KEY_LENGTH:
+            raise TypeError(f"{label} must be 32 bytes")
     _check_int(expected_length, "expected_length", LAYER_OVERHEAD, _MAX_LENGTH)
     _check_int(split, "split", 1, _MAX_LENGTH)
     overhead = layer_overhead(proven)
@@ -529,7 +566,6 @@ def peel_many(
         raise ValueError(f"a layer of {expected_length} bytes does not hold {split} equal items")
     width = content // split
     binding = binding_data(chain_id=chain_id, round_id=round_id, hop_index=hop_index)
-    secret, public = bytes(secret_key), bytes(secret_key.public_key)
     results: list[bytes | MixnetError] = []
     # _peel_one inlined (a function call and its lookups cost a percent of a layer), with
     # buffers of this call (so of this thread) reused for every onion: each is overwritten

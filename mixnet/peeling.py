@@ -5,7 +5,9 @@ thread hand-off and a loop wake-up per submission, more than the box's cryptogra
 :class:`PeelBatcher` queues the requests that arrive in the same turn of the event loop, or
 while the pool is busy, and peels them in one task (:func:`mixnet.onion.peel_many` takes a
 list), at most ``tasks`` batches at a time — so under load the batches grow by themselves
-and when idle a request waits for nothing but the current loop turn.
+and when idle a request waits for nothing but the current loop turn. What runs a batch is a
+:data:`PeelRunner`: a thread pool (:func:`in_pool`) or the node's worker processes
+(:meth:`mixnet.peel_processes.PeelProcesses.run`).
 """
 
 from __future__ import annotations
@@ -13,32 +15,43 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from concurrent.futures import Executor
 
 from mixnet.errors import MixnetError
 
-__all__ = ["PEEL_BATCH", "PeelBatcher", "PeelPart"]
+__all__ = ["PEEL_BATCH", "PeelBatcher", "PeelPart", "PeelRunner", "in_pool"]
 
 #: What peels a list of items: ``peel_many`` with everything but the items bound. It returns
 #: the same number of entries (``split``) for every item, in order.
 PeelPart = Callable[[Sequence[bytes]], list[bytes | MixnetError]]
+#: What computes ``part(items)`` off the event loop and awaits it.
+PeelRunner = Callable[[PeelPart, Sequence[bytes]], Awaitable[Sequence[bytes | MixnetError]]]
 #: Most items one batch hands to one pool task.
 PEEL_BATCH = 1024
 
-_Request = tuple[Sequence[bytes], "asyncio.Future[list[bytes | MixnetError]]"]
+_Request = tuple[Sequence[bytes], "asyncio.Future[Sequence[bytes | MixnetError]]"]
+
+
+def in_pool(pool: Executor) -> PeelRunner:
+    """A :data:`PeelRunner` that calls the part in a thread of ``pool``."""
+
+    def run(part: PeelPart, items: Sequence[bytes]) -> Awaitable[Sequence[bytes | MixnetError]]:
+        return asyncio.get_running_loop().run_in_executor(pool, part, items)
+
+    return run
 
 
 class PeelBatcher:
-    """Peels requests in batches in ``pool`` (see the module docstring). Use from one
+    """Peels requests in batches with ``run`` (see the module docstring). Use from one
     event loop.
 
     Requests with the same ``key`` (e.g. round and split) go into the same batches and must
     come with an equivalent ``part`` (the first one queued is used for the batch).
     """
 
-    def __init__(self, pool: Executor, tasks: int, max_items: int = PEEL_BATCH) -> None:
-        self._pool = pool
+    def __init__(self, run: PeelRunner, tasks: int, max_items: int = PEEL_BATCH) -> None:
+        self._run = run
         self._tasks = max(1, tasks)
         self._max_items = max(1, max_items)
         self._queue: dict[Hashable, tuple[PeelPart, deque[_Request]]] = {}
@@ -49,13 +62,13 @@ class PeelBatcher:
 
     async def peel(
         self, key: Hashable, part: PeelPart, items: Sequence[bytes]
-    ) -> list[bytes | MixnetError]:
+    ) -> Sequence[bytes | MixnetError]:
         """``part(items)``, computed in the pool together with other queued requests.
 
         :raises Exception: whatever ``part`` raised for the batch.
         """
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[bytes | MixnetError]] = loop.create_future()
+        future: asyncio.Future[Sequence[bytes | MixnetError]] = loop.create_future()
         entry = self._queue.get(key)
         if entry is None:
             entry = self._queue[key] = (part, deque())
@@ -85,14 +98,14 @@ class PeelBatcher:
             items = [item for request, _ in batch for item in request]
             self._running += 1
             self.batches += 1
-            task = loop.run_in_executor(self._pool, part, items)
+            task = asyncio.ensure_future(self._run(part, items))
             task.add_done_callback(functools.partial(self._finished, loop, batch))
 
     def _finished(
         self,
         loop: asyncio.AbstractEventLoop,
         batch: list[_Request],
-        done: asyncio.Future[list[bytes | MixnetError]],
+        done: asyncio.Future[Sequence[bytes | MixnetError]],
     ) -> None:
         self._running -= 1
         if self._queue and not self._scheduled:

@@ -41,11 +41,13 @@ class NodeSettings:
     ``hop`` is the node's index (0 .. hops−1 for mixes, ``hops`` for the sink);
     ``payload_length`` is the length in bytes of the plaintext payload at the end of the
     chain; ``messages`` the number of inner onions in one client submission box; ``workers`` the
-    threads that peel. ``url`` is the node's own URL in the chain file (``wss://``: it must
-    serve TLS), ``tls`` the chain's ``[tls]`` table (the CA bundle its forward link trusts;
-    ``None``: the system's CAs), ``connection_limits`` the ``[limits]`` it enforces and
-    ``admission`` the chain's ``[admission]`` (``None``: anyone may submit; only the entry
-    mix looks at it).
+    threads that peel, prove and permute; ``peel_processes`` the worker processes that peel
+    instead (:class:`~mixnet.peel_processes.PeelProcesses`; 0: peeling runs in the
+    ``workers`` threads, as in an embedded node or a test). ``url`` is the node's own URL in
+    the chain file (``wss://``: it must serve TLS), ``tls`` the chain's ``[tls]`` table (the
+    CA bundle its forward link trusts; ``None``: the system's CAs), ``connection_limits`` the
+    ``[limits]`` it enforces and ``admission`` the chain's ``[admission]`` (``None``: anyone
+    may submit; only the entry mix looks at it).
     """
 
     chain_id: str
@@ -59,6 +61,7 @@ class NodeSettings:
     payload_length: int
     policy: RoundPolicy
     workers: int = max(2, os.cpu_count() or 2)
+    peel_processes: int = 0
     url: str = ""
     tls: TlsConfig | None = None
     connection_limits: Limits = DEFAULT_LIMITS
@@ -156,16 +159,24 @@ class NodeSettings:
 
 
 def node_settings(
-    config: ChainConfig, name: str, *, messages: int, payload_length: int
+    config: ChainConfig,
+    name: str,
+    *,
+    messages: int,
+    payload_length: int,
+    peel_processes: int = 0,
 ) -> NodeSettings:
     """The settings of node ``name`` in ``config`` for payloads of ``payload_length`` bytes,
-    ``messages`` per submission.
+    ``messages`` per submission, peeling in ``peel_processes`` worker processes (0: in
+    threads; the sink peels nothing and ignores it).
 
     :raises ChainConfigError: ``name`` is not a node of the chain (field ``name``).
-    :raises ValueError: ``messages < 1`` or ``payload_length < 1``.
+    :raises ValueError: ``messages < 1``, ``payload_length < 1`` or ``peel_processes < 0``.
     """
     if messages < 1 or payload_length < 1:
         raise ValueError("messages and payload_length must be >= 1")
+    if peel_processes < 0:
+        raise ValueError(f"peel_processes must be >= 0, got {peel_processes}")
     mixes = config.mixes
     names = [m.name for m in mixes] + [config.sink.name]
     if name not in names:
@@ -197,4 +208,5 @@ def node_settings(
         mix_identities=tuple(
             (m.name, bytes(m.identity)) for m in mixes if m.identity is not None
         ),
+        peel_processes=peel_processes if hop < hops else 0,
     )

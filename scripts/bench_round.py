@@ -14,8 +14,9 @@ It reports, and writes as JSON (``--json FILE``):
 
 * ``wall_seconds`` — first submission sent → the analyzer's result received;
 * ``cpu_seconds`` — user + system CPU of all node processes over the round (``/proc``),
-  from just before the first submission until every node has finished the round; the load
-  generator's CPU is reported separately (``loadgen``);
+  a mix's peel worker processes included (``cloaknet node --peel-processes``, default one
+  per core), from just before the first submission until every node has finished the
+  round; the load generator's CPU is reported separately (``loadgen``);
 * ``x25519_per_share`` — X25519 scalar multiplications per share over all parties, counted
   from the onion format (version 2, :mod:`mixnet.onion`): a client seals each share once
   per mix after the first and the submission's ``m`` inner onions once together for the
@@ -33,7 +34,8 @@ It reports, and writes as JSON (``--json FILE``):
   nodes' part (the opens);
 * per node: ``cpu_seconds`` and of it ``system_cpu_seconds`` (kernel time: sockets, ``fsync``,
   thread wake-ups), ``peak_rss_bytes`` (``VmHWM``, reset through ``clear_refs`` after the idle
-  reading where the kernel allows it), ``idle_rss_bytes`` (``VmRSS`` before the round),
+  reading where the kernel allows it), ``idle_rss_bytes`` (``VmRSS`` before the round), each
+  summed over the node's process and its peel workers,
   ``items_in`` and ``item_length`` (submission boxes at the entry mix, onions at later
   mixes, payloads at the analyzer), ``ciphertext_bytes_in`` (items × item length) and
   ``rss_over_ciphertext`` ((peak − idle) / ciphertext bytes in);
@@ -112,33 +114,61 @@ class BenchError(RuntimeError):
 # --------------------------------------------------------------------------- /proc
 
 
-def cpu_split(pid: int) -> tuple[float, float]:
-    """User and system CPU seconds of process ``pid`` (all its threads), from /proc."""
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (field 3 first)."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2 :].split()
-    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # fields 14, 15
+    return text[text.rindex(")") + 2 :].split()
+
+
+def family(pid: int) -> list[int]:
+    """``pid`` and its live child processes (a mix's peel workers), from /proc."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                if int(_stat(int(entry.name))[1]) == pid:
+                    children.append(int(entry.name))
+    return [pid, *sorted(children)]
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of process ``pid``: all its threads, its live children
+    (a mix's peel worker processes) and the children it has reaped, from /proc."""
+    user = system = 0.0
+    for member in family(pid):
+        try:
+            fields = _stat(member)
+        except OSError:  # a child that exited meanwhile: reaped, it is in cutime below
+            continue
+        user += int(fields[11]) + int(fields[13])  # utime, cutime (fields 14, 16)
+        system += int(fields[12]) + int(fields[14])  # stime, cstime (fields 15, 17)
+    return user / CLOCK_TICKS, system / CLOCK_TICKS
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    """User + system CPU seconds of process ``pid`` and its children (:func:`cpu_split`)."""
     return sum(cpu_split(pid))
 
 
 def memory(pid: int) -> dict[str, int]:
-    """``VmRSS`` and ``VmHWM`` of process ``pid`` in bytes, from /proc."""
-    out: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0]) * 1024
+    """``VmRSS`` and ``VmHWM`` in bytes of process ``pid`` and its live children, summed
+    (the peak of the sum is at most the sum of the peaks), from /proc."""
+    out: dict[str, int] = {"VmRSS": 0, "VmHWM": 0}
+    for member in family(pid):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key in out:
+                    out[key] += int(value.split()[0]) * 1024
     return out
 
 
 def reset_peak(pid: int) -> bool:
-    """Reset process ``pid``'s ``VmHWM`` to its current RSS (``clear_refs`` 5); whether the
-    kernel allowed it."""
+    """Reset the ``VmHWM`` of process ``pid`` and its live children to their current RSS
+    (``clear_refs`` 5); whether the kernel allowed it for all of them."""
     try:
-        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        for member in family(pid):
+            Path(f"/proc/{member}/clear_refs").write_text("5")
     except OSError:
         return False
     return True
@@ -552,6 +582,8 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
         "settled": out["settled"],
         "submit_seconds": sent.wall_seconds,
         "cpu_seconds": node_cpu,
+        "peel_processes": (os.cpu_count() or 1) if args.peel_processes is None
+        else args.peel_processes,
         "loadgen": {
             "workers": wrapped.workers,
             "connections": sent.connections,
@@ -694,6 +726,10 @@ def main(argv: list[str] | None = None) -> int:
                         "frame per user, more a 'submit-many' frame of that many users' "
                         "boxes (default 64, at most the chain's max_submissions_per_frame, "
                         "256)")
+    parser.add_argument("--peel-processes", type=int, default=None, metavar="N",
+                        help="passed to every mix's 'cloaknet node --peel-processes': peel "
+                        "in N worker processes, 0 in threads of the node (default: the "
+                        "node's default, one per core)")
     parser.add_argument("--crypto-ops", type=int, default=2000,
                         help="libsodium operations per rate measurement (default 2000)")
     parser.add_argument("--timeout", type=float, default=3600.0,
@@ -712,6 +748,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.users < 1 or args.mixes < 1:
         parser.error("--users and --mixes must be >= 1")
+    if args.peel_processes is not None and args.peel_processes < 0:
+        parser.error("--peel-processes must be >= 0")
     console = Console(stderr=True, quiet=args.quiet)
     if args.dir is not None:
         args.dir.mkdir(mode=0o700, parents=True)
@@ -729,8 +767,10 @@ def main(argv: list[str] | None = None) -> int:
         base = ["--chain", str(chain_path)]
         nodes.start("analyzer", ports[-1], [*base, "--name", "analyzer"])
         for name, port in reversed(list(zip(names, ports, strict=False))):
+            peel = ([] if args.peel_processes is None
+                    else ["--peel-processes", str(args.peel_processes)])  # fmt: skip
             nodes.start(name, port, [*base, "--name", name, "--key",
-                                     str(directory / f"{name}.key")])  # fmt: skip
+                                     str(directory / f"{name}.key"), *peel])  # fmt: skip
         nodes.nodes.sort(key=lambda n: ports.index(n.port))  # chain order: mixes, analyzer
         limit = time.monotonic() + 60
         while not all(healthy(p) for p in ports):

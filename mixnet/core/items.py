@@ -112,6 +112,19 @@ class Items(Sequence[bytes]):
         return cls(np.frombuffer(data, dtype=np.uint8).reshape(size // width, width))
 
     @classmethod
+    def concat(cls, parts: Sequence[Items]) -> Items:
+        """The items of ``parts`` one after the other, in one new buffer.
+
+        :raises ValueError: no parts, or parts of different widths.
+        """
+        if not parts:
+            raise ValueError("nothing to concatenate")
+        widths = {part.width for part in parts}
+        if len(widths) != 1:
+            raise ValueError(f"items of different widths: {sorted(widths)}")
+        return cls(np.concatenate([part.array() for part in parts]))
+
+    @classmethod
     def of(cls, items: Iterable[bytes], width: int | None = None) -> Items:
         """``items`` (each ``bytes``, all of one length) as :class:`Items`; an ``Items`` is
         returned as it is. ``width`` is the length of an empty sequence's items.

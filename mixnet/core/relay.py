@@ -226,7 +226,9 @@ class RelayMachine(ChunkReceiver, TracingMix):
             raise InternalError("the peel returned another number of items")
         items = token.items
         inputs: Sequence[bytes]
-        if all(isinstance(p, bytes) for p in results):  # the common case: every item peeled
+        # the common case: every item peeled (a chunk from the worker processes says so by
+        # coming back as Items, which hold nothing but bytes)
+        if isinstance(results, Items) or all(isinstance(p, bytes) for p in results):
             kept = cast("Sequence[bytes]", results)
             inputs = items
         else:

@@ -29,7 +29,7 @@ from mixnet.core.intake import (
 from mixnet.core.items import Items, RowArena, allocate_rows
 from mixnet.core.submissions import SubmissionTable
 from mixnet.errors import MixnetError
-from mixnet.peeling import PeelBatcher
+from mixnet.peeling import PeelBatcher, in_pool
 
 # ================================================================== Items
 
@@ -321,7 +321,7 @@ class TestPeelBatcher:
             return [piece for item in items for piece in (item + b"1", item + b"2")]
 
         with ThreadPoolExecutor(2) as pool:
-            batcher = PeelBatcher(pool, tasks=1)
+            batcher = PeelBatcher(in_pool(pool), tasks=1)
             results = await asyncio.gather(
                 *(batcher.peel("k", part, [bytes([i])]) for i in range(10))
             )
@@ -333,7 +333,7 @@ class TestPeelBatcher:
             raise ValueError("boom")
 
         with ThreadPoolExecutor(1) as pool:
-            batcher = PeelBatcher(pool, tasks=1)
+            batcher = PeelBatcher(in_pool(pool), tasks=1)
             outcomes = await asyncio.gather(
                 batcher.peel("k", part, [b"x"]), batcher.peel("k", part, [b"y"]),
                 return_exceptions=True,
