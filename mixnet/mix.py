@@ -519,6 +519,12 @@ class MixNode(BaseNode):
                 if offer is None
                 else {"round": offer.round_id, "clients": offer.clients, "deadline": offer.deadline}
             )
+        if self.peel_processes is not None:
+            # their CPU is their own: process_cpu_seconds_total in /metrics is this process's
+            out["peel_workers"] = {
+                "pids": self.peel_processes.pids,
+                "replaced": self.peel_processes.replaced,
+            }
         return out
 
     async def _run_in_process(

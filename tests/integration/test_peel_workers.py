@@ -5,9 +5,11 @@ stopped, or killed with SIGKILL (the kernel closes the node's end of their pipe)
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
+import urllib.request
 from fractions import Fraction
 from pathlib import Path
 
@@ -85,6 +87,9 @@ def test_mixes_peel_in_workers_that_end_with_them(tmp_path: Path) -> None:
         assert len(workers_of(mix2.pid)) == 3
         assert workers_of(mix3.pid) == []  # threads
         assert workers_of(analyzer.pid) == []  # the sink peels nothing
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports[1]}/status", timeout=5) as r:
+            shown = json.load(r)["peel_workers"]
+        assert shown == {"pids": workers_of(mix2.pid), "replaced": 0}
 
         async def run() -> dict[str, object]:
             async with connect(chain, connections=2, retry_for=30.0) as net:
