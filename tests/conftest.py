@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
+
+import pytest
 
 
 class _BlockCloaknet(importlib.abc.MetaPathFinder):
@@ -28,3 +31,20 @@ class _BlockCloaknet(importlib.abc.MetaPathFinder):
 
 if os.environ.get("MIXNET_ONLY") == "1":
     sys.meta_path.insert(0, _BlockCloaknet())
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Undo what a test's in-process ``configure_logging`` (a CLI command's ``main``) did to
+    the root logger: its handler (over a stream pytest has closed by then) and its level
+    would otherwise reach every later test of the session — INFO lines of libraries
+    in another test's ``caplog``, "Logging error" on a closed stream. pytest's own capture
+    handlers are left to pytest."""
+    root = logging.getLogger()
+    level = root.level
+    yield
+    for handler in list(root.handlers):
+        if not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)
