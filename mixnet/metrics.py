@@ -32,7 +32,11 @@ Series:
 * ``mixnet_hop_seconds``, ``mixnet_round_seconds``: histograms (:data:`SECONDS_BUCKETS`).
 * ``mixnet_node_info{node,hop,role}``: always 1; names this node's role.
 * ``process_*`` (where ``/proc`` exists) and ``python_info``: the process and platform
-  collectors of prometheus_client.
+  collectors of prometheus_client — the node's own process only.
+* at a mix with peel worker processes (:meth:`NodeMetrics.add_peel_workers`):
+  ``mixnet_peel_workers`` (gauge: live workers) and ``mixnet_peel_workers_cpu_seconds_total``
+  (user + system CPU of the node's child processes: the live workers from ``/proc``, those
+  that ended from ``getrusage(RUSAGE_CHILDREN)``), which is most of a mix's CPU.
 
 Label values given to the methods (error codes, outcomes, reasons) should come from a small
 fixed set: every distinct value is a separate series kept for the life of the process.
@@ -41,7 +45,11 @@ fixed set: every distinct value is a separate series kept for the life of the pr
 from __future__ import annotations
 
 import math
+import os
 import re
+import resource
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -54,6 +62,8 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from mixnet.limits import REFUSALS
 
@@ -274,8 +284,49 @@ class NodeMetrics:
         """Set the number of connections open at this node (an int >= 0)."""
         self._connections.set(_count(count, "count"))
 
+    def add_peel_workers(self, pids: Callable[[], Sequence[int]]) -> None:
+        """Register ``mixnet_peel_workers`` and ``mixnet_peel_workers_cpu_seconds_total``
+        (module docstring), read at each scrape; ``pids`` gives the live workers' process
+        ids (:attr:`mixnet.peel_processes.PeelProcesses.pids`)."""
+        self.registry.register(_PeelWorkers(self.node, str(self.hop), pids))
+
     def render(self) -> tuple[bytes, str]:
         """``(body, content type)`` for ``GET /metrics``: everything in :attr:`registry` in
         the Prometheus text format (:func:`prometheus_client.generate_latest`, UTF-8) and
         :data:`prometheus_client.CONTENT_TYPE_LATEST`."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class _PeelWorkers(Collector):
+    """The peel worker series of :meth:`NodeMetrics.add_peel_workers`."""
+
+    def __init__(self, node: str, hop: str, pids: Callable[[], Sequence[int]]) -> None:
+        self._labels = [node, hop]
+        self._pids = pids
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def _live_cpu(self, pid: int) -> float:
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:  # no /proc, or the worker ended: then it counts once reaped
+            return 0.0
+        fields = text[text.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime
+
+    def collect(self) -> Iterator[Metric]:
+        pids = list(self._pids())
+        ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = ended.ru_utime + ended.ru_stime + sum(self._live_cpu(pid) for pid in pids)
+        workers = GaugeMetricFamily(
+            "mixnet_peel_workers", "Peel worker processes running for this mix.",
+            labels=list(_BASE_LABELS),
+        )  # fmt: skip
+        workers.add_metric(self._labels, len(pids))
+        yield workers
+        seconds = CounterMetricFamily(
+            "mixnet_peel_workers_cpu_seconds",
+            "User and system CPU of this mix's peel worker processes, in seconds.",
+            labels=list(_BASE_LABELS),
+        )
+        seconds.add_metric(self._labels, cpu)
+        yield seconds

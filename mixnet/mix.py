@@ -132,6 +132,9 @@ class MixNode(BaseNode):
             if settings.peel_processes
             else None
         )
+        if self.peel_processes is not None:
+            workers = self.peel_processes
+            self.metrics.add_peel_workers(lambda: workers.pids)
         self._peel_run: PeelRunner = (
             in_pool(self.pool) if self.peel_processes is None else self._run_in_process
         )

@@ -209,8 +209,9 @@ class PeelProcesses:
 
     @property
     def pids(self) -> list[int]:
-        """The process ids of the live workers."""
-        return sorted(w.process.pid for w in self._workers)
+        """The process ids of the live workers (one that died is left out once it has been
+        reaped, which the event loop does at once)."""
+        return sorted(w.process.pid for w in self._workers if w.process.returncode is None)
 
     async def start(self) -> None:
         """Start the workers (about 0.1 s each, side by side).

@@ -90,6 +90,12 @@ def test_mixes_peel_in_workers_that_end_with_them(tmp_path: Path) -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{ports[1]}/status", timeout=5) as r:
             shown = json.load(r)["peel_workers"]
         assert shown == {"pids": workers_of(mix2.pid), "replaced": 0}
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports[1]}/metrics", timeout=5) as r:
+            metrics = r.read().decode()
+        assert 'mixnet_peel_workers{hop="1",node="mix2"} 3.0' in metrics
+        assert "mixnet_peel_workers" not in urllib.request.urlopen(
+            f"http://127.0.0.1:{ports[2]}/metrics", timeout=5
+        ).read().decode()  # mix 3 peels in threads
 
         async def run() -> dict[str, object]:
             async with connect(chain, connections=2, retry_for=30.0) as net:

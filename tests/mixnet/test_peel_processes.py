@@ -16,6 +16,7 @@ from nacl.public import PrivateKey
 
 from mixnet.core.items import Items
 from mixnet.errors import BadLength, DecryptionFailed, InternalError, MixnetError
+from mixnet.metrics import NodeMetrics
 from mixnet.onion import (
     onion_length,
     peel_many,
@@ -325,3 +326,34 @@ async def test_closing_stops_every_worker_and_refuses_more_work() -> None:
 def test_a_pool_needs_a_worker() -> None:
     with pytest.raises(ValueError):
         PeelProcesses(0)
+
+
+async def test_metrics_count_the_workers_and_their_cpu(pool: PeelProcesses) -> None:
+    metrics = NodeMetrics("m", 1, "mix")
+    metrics.add_peel_workers(lambda: pool.pids)
+
+    def scrape() -> tuple[float, float]:
+        text = metrics.render()[0].decode()
+        values = {}
+        for name in ("mixnet_peel_workers", "mixnet_peel_workers_cpu_seconds_total"):
+            line = next(x for x in text.splitlines() if x.startswith(name + "{"))
+            assert 'node="m"' in line and 'hop="1"' in line
+            values[name] = float(line.rsplit(" ", 1)[1])
+        return values["mixnet_peel_workers"], values["mixnet_peel_workers_cpu_seconds_total"]
+
+    workers, before = scrape()
+    assert workers == 2
+    job = job_for(onion_length(4, 1))
+    await asyncio.gather(*(pool.run(job, relay_items(1500)) for _ in range(2)))
+    _, after = scrape()
+    assert after - before >= 0.05  # 3,000 layers: about 0.1 s of the workers' CPU
+    for pid in pool.pids:
+        os.kill(pid, signal.SIGKILL)
+    with pytest.raises(InternalError):
+        await pool.run(job, relay_items(1))
+    for _ in range(100):
+        if pool.replaced >= 1 and len(pool.pids) == 2:
+            break
+        await asyncio.sleep(0.05)
+    _, later = scrape()
+    assert later >= after  # a worker's CPU stays counted once it has ended (reaped)
