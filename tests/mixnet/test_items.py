@@ -182,6 +182,36 @@ class TestDigestTables:
             assert table.held_many(b"".join(probe)).tolist() == expected
             assert [table.held_many(d).tolist() for d in probe] == [[e] for e in expected]
 
+    @settings(max_examples=40, deadline=None)
+    @given(st.integers(1, 40), st.integers(0, 2**32 - 1))
+    def test_bulk_calls_agree_with_a_set_in_long_clusters(self, homes: int, seed: int) -> None:
+        """Digests that share their low half share their home slot: clusters longer than a
+        vectorized round's window (``_WINDOW``), which must be followed across windows and
+        around the table's end, with many keys choosing the same empty slot at once."""
+        rng = np.random.Generator(np.random.PCG64(seed))  # test data, not secrets
+        lows = rng.integers(1, 2**63, size=homes, dtype=np.uint64)
+
+        def batch(size: int) -> list[bytes]:
+            his = rng.integers(1, 2**63, size=size, dtype=np.uint64)
+            los = lows[rng.integers(0, homes, size=size)]
+            return [int(h).to_bytes(8, "little") + int(lo).to_bytes(8, "little")
+                    for h, lo in zip(his, los, strict=True)]  # fmt: skip
+
+        ours, model = DigestSet(), set[bytes]()
+        for _ in range(6):
+            fresh = list(dict.fromkeys(batch(300)))
+            probe = fresh[::2] + list(model)[:200]
+            assert ours.held_many(b"".join(probe)).tolist() == [d in model for d in probe]
+            new = [d for d in fresh if d not in model]
+            ours.add_new(b"".join(new))
+            model.update(new)
+            assert ours.held_many(b"".join(new)).all()
+        assert set(ours) == model and len(ours) == len(model)
+        flt = ReplayFilter()
+        hi, lo = split_digests(list(model))
+        flt.add_new(hi, lo, 5)
+        assert flt.owners(hi, lo) == [5] * len(model)
+
     @settings(max_examples=60, deadline=None)
     @given(st.lists(st.tuples(st.sampled_from("sdb"), st.integers(0, 30)), max_size=200))
     def test_replay_filter_is_a_dict(self, ops: list[tuple[str, int]]) -> None:
