@@ -182,7 +182,7 @@ class TestDigestTables:
             assert table.held_many(b"".join(probe)).tolist() == expected
             assert [table.held_many(d).tolist() for d in probe] == [[e] for e in expected]
 
-    @settings(max_examples=40, deadline=None)
+    @settings(max_examples=15, deadline=None)
     @given(st.integers(1, 40), st.integers(0, 2**32 - 1))
     def test_bulk_calls_agree_with_a_set_in_long_clusters(self, homes: int, seed: int) -> None:
         """Digests that share their low half share their home slot: clusters longer than a
