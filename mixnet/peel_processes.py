@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import fcntl
 import logging
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,6 +38,13 @@ log = logging.getLogger("mixnet.peel")
 #: Seconds :meth:`PeelProcesses.close` waits for a worker to exit after closing its input,
 #: before it kills it.
 CLOSE_WAIT = 5.0
+#: The worker's program: the package this node runs is found where the node found it, after
+#: the interpreter's own paths (so nothing there can stand in for a standard module).
+_ROOT = str(Path(mixnet.__file__).resolve().parent.parent)
+_BOOT = (
+    f"import sys; sys.path.append({_ROOT!r}); "
+    "from mixnet.peel_worker import main; sys.exit(main())"
+)
 #: Longest wait, in seconds, between attempts to start a worker that replaces one.
 RESPAWN_CAP = 30.0
 #: The size asked for each pipe to and from a worker (Linux allows up to 1 MiB by default).
@@ -227,17 +233,13 @@ class PeelProcesses:
 
     async def _spawn(self) -> _Worker:
         self._numbers += 1
-        env = dict(os.environ)
-        # the package this node runs, whatever the worker's working directory
-        root = str(Path(mixnet.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         process = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "mixnet.peel_worker",
+            "-P",  # no working directory in front of the standard library
+            "-c",
+            _BOOT,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            env=env,
             limit=_READ_LIMIT,
         )
         for stream in (process.stdin, process.stdout):

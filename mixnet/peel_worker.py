@@ -1,5 +1,5 @@
-"""A peel worker process: ``python -m mixnet.peel_worker``, started by
-:class:`mixnet.peel_processes.PeelProcesses` for a mix node.
+"""A peel worker process, started by :class:`mixnet.peel_processes.PeelProcesses` for a mix
+node (``python -P -c`` calling :func:`main`; ``python -m mixnet.peel_worker`` runs it too).
 
 It reads requests from standard input and writes one response per request, in order, to
 standard output; each a frame of a 4-byte big-endian length and a msgpack body
