@@ -158,6 +158,11 @@ def _binding_data(chain_id: str, round_id: int, hop_index: int) -> bytes:
     )
 
 
+#: The KDF's initial state (personalised, 44-byte digest), copied for each layer: cheaper
+#: than constructing it.
+_KDF = hashlib.blake2b(digest_size=_KEY_LENGTH + _NONCE_LENGTH, person=KDF_PERSONAL)
+
+
 def layer_key(
     shared_secret: bytes, ephemeral_public: bytes, recipient_public: bytes
 ) -> tuple[bytes, bytes]:
@@ -178,19 +183,10 @@ def layer_key(
             raise TypeError(f"{name} must be bytes, not {type(value).__name__}")
         if len(value) != PUBLIC_KEY_LENGTH:
             raise BadLength(f"{name} must be {PUBLIC_KEY_LENGTH} bytes, got {len(value)}")
-    return _layer_key(shared_secret, ephemeral_public, recipient_public)
-
-
-#: The KDF's initial state (personalised, 44-byte digest), copied for each layer: cheaper
-#: than constructing it.
-_KDF = hashlib.blake2b(digest_size=_KEY_LENGTH + _NONCE_LENGTH, person=KDF_PERSONAL)
-
-
-def _layer_key(shared: object, ephemeral: bytes, recipient: bytes) -> tuple[bytes, bytes]:
     h = _KDF.copy()
-    h.update(shared)  # type: ignore[arg-type]  # bytes, or a libsodium output buffer
-    h.update(ephemeral)
-    h.update(recipient)
+    h.update(shared_secret)
+    h.update(ephemeral_public)
+    h.update(recipient_public)
     okm = h.digest()
     return okm[:_KEY_LENGTH], okm[_KEY_LENGTH:]
 
@@ -459,39 +455,6 @@ _NO_OPEN = "onion layer did not decrypt with this round key"
 _NO_OPEN_BOUND = "onion layer did not decrypt with this round key, chain, round and hop"
 
 
-def _peel_one(
-    onion: object, secret: bytes, public: bytes, binding: bytes, length: int, skip: int,
-    q: object = None, out: object = None,
-) -> bytes:  # fmt: skip
-    """Peel one layer with arguments already validated; raises only :class:`MixnetError`.
-    ``q`` (32 bytes) and ``out`` (at least the inner length, and 1) are libsodium buffers
-    the caller reuses for many layers of one thread (``None``: fresh ones)."""
-    if not isinstance(onion, bytes):
-        raise BadLength(f"onion must be bytes of length {length}, not {type(onion).__name__}")
-    if len(onion) != length:
-        raise BadLength(f"onion must be {length} bytes, got {len(onion)}")
-    ephemeral = onion[:PUBLIC_KEY_LENGTH]
-    if q is None:
-        q = _ffi.new("unsigned char[]", 32)
-    if _lib.crypto_scalarmult(q, secret, ephemeral) != 0:
-        # a low-order ephemeral key: nothing can authenticate
-        raise DecryptionFailed(_NO_OPEN)
-    key, nonce = _layer_key(_ffi.buffer(q, 32), ephemeral, public)
-    sealed = onion[PUBLIC_KEY_LENGTH + skip :]
-    inner_length = len(sealed) - AEAD_TAG_LENGTH  # >= 0: the length was checked
-    if out is None:
-        out = _ffi.new("unsigned char[]", max(1, inner_length))
-    if (
-        _lib.crypto_aead_chacha20poly1305_ietf_decrypt(
-            out, _ffi.NULL, _ffi.NULL, sealed, len(sealed), binding, len(binding), nonce, key
-        )
-        != 0
-    ):
-        raise DecryptionFailed(_NO_OPEN_BOUND)
-    inner: bytes = _ffi.buffer(out, inner_length)[:]
-    return inner
-
-
 def peel_many(
     onions: Sequence[bytes],
     secret_key: PrivateKey,
@@ -567,7 +530,7 @@ def peel_many_raw(
     width = content // split
     binding = binding_data(chain_id=chain_id, round_id=round_id, hop_index=hop_index)
     results: list[bytes | MixnetError] = []
-    # _peel_one inlined (a function call and its lookups cost a percent of a layer), with
+    # one layer's steps inlined (a call and its lookups cost a percent of a layer), with
     # buffers of this call (so of this thread) reused for every onion: each is overwritten
     # before it is read, so nothing of one onion reaches another's result
     q = _ffi.new("unsigned char[]", 32)

@@ -1,12 +1,14 @@
-"""Test helper: peel one onion, raising its error (the nodes peel in batches with
-:func:`mixnet.onion.peel_many`)."""
+"""Test helpers: peel one onion, raising its error (the nodes peel in batches with
+:func:`mixnet.onion.peel_many`), and a reference for one layer built from PyNaCl's checked
+bindings, against which ``peel_many``'s inlined loop is tested."""
 
 from __future__ import annotations
 
+from nacl import bindings
 from nacl.public import PrivateKey
 
 from mixnet.errors import MixnetError
-from mixnet.onion import peel_many
+from mixnet.onion import PUBLIC_KEY_LENGTH, layer_key, peel_many
 
 
 def peel(
@@ -30,3 +32,16 @@ def peel(
     if isinstance(result, MixnetError):
         raise result
     return result
+
+
+def open_layer_reference(onion: bytes, key: PrivateKey, binding: bytes, *, skip: int) -> bytes:
+    """One layer of ``onion`` opened step by step as ``docs/protocol.md`` describes it —
+    X25519, the key derivation (:func:`mixnet.onion.layer_key`), ChaCha20-Poly1305 with the
+    binding as associated data — skipping ``skip`` bytes of ownership proof after the
+    ephemeral key. Raises PyNaCl's errors for a layer that does not open."""
+    ephemeral = onion[:PUBLIC_KEY_LENGTH]
+    shared = bindings.crypto_scalarmult(bytes(key), ephemeral)
+    aead_key, nonce = layer_key(shared, ephemeral, bytes(key.public_key))
+    return bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
+        onion[PUBLIC_KEY_LENGTH + skip :], binding, nonce, aead_key
+    )

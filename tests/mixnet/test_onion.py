@@ -26,7 +26,7 @@ from mixnet.onion import (
     wrap,
     wrap_submission,
 )
-from tests.mixnet.peeling import peel
+from tests.mixnet.peeling import open_layer_reference, peel
 
 CHAIN = "test-chain"
 ROUND = 7
@@ -395,8 +395,8 @@ def test_peel_many_agrees_with_peeling_one_by_one(split: int, proven: bool) -> N
         BadLength,
     ]
     reference = [
-        mixnet.onion._peel_one(i, bytes(key), keys[0], binding_data(
-            chain_id=CHAIN, round_id=ROUND, hop_index=0), len(good[0]), 48 if proven else 0)
+        open_layer_reference(i, key, binding_data(chain_id=CHAIN, round_id=ROUND, hop_index=0),
+                             skip=48 if proven else 0)
         for i in (good[0], good[1], good[2])
     ]  # fmt: skip
     assert [b"".join(together[i * split : (i + 1) * split]) for i in (0, 2, 5)] == reference  # type: ignore[arg-type]
