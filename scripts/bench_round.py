@@ -121,14 +121,23 @@ def _stat(pid: int) -> list[str]:
 
 
 def family(pid: int) -> list[int]:
-    """``pid`` and its live child processes (a mix's peel workers), from /proc."""
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError):
-                if int(_stat(int(entry.name))[1]) == pid:
-                    children.append(int(entry.name))
-    return [pid, *sorted(children)]
+    """``pid`` and its live child processes (a mix's peel workers), from each of its
+    threads' ``/proc/<pid>/task/<tid>/children`` (a read per thread, which the sampler can
+    afford ten times a second; every process's ``stat`` only where the kernel lacks them)."""
+    lists = list(Path(f"/proc/{pid}/task").glob("*/children"))
+    if not lists:  # a kernel without CONFIG_PROC_CHILDREN: ask every process for its parent
+        children = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, IndexError):
+                    if int(_stat(int(entry.name))[1]) == pid:
+                        children.append(int(entry.name))
+        return [pid, *sorted(children)]
+    found: set[int] = set()
+    for listing in lists:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            found.update(int(child) for child in listing.read_text().split())
+    return [pid, *sorted(found)]
 
 
 def cpu_split(pid: int) -> tuple[float, float]:
