@@ -31,8 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal, cast
+from typing import cast
 
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
 from mixnet.chunk_signature import leaf_hashes
@@ -56,18 +55,17 @@ from mixnet.core.records import (
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import Role, RoundStatus
 from mixnet.core.trace_caps import accusation_cap
+from mixnet.core.trace_tokens import (
+    BlameChecked,
+    IntakeNeeded,
+    TraceProved,
+    TraceStep,
+    TraceVerified,
+)
 from mixnet.errors import InternalError, MixnetError, NotReady, RoundClosed, UnknownRound
 from mixnet.frames import AbortRound, Accused, Exclude, Excluded, Trace
 
-__all__ = [
-    "TRACE_TIMEOUT",
-    "BlameChecked",
-    "IntakeNeeded",
-    "TraceProved",
-    "TraceVerified",
-    "TracingMix",
-    "unpeeled_inputs",
-]
+__all__ = ["TRACE_TIMEOUT", "TracingMix", "unpeeled_inputs"]
 
 #: Seconds a mix after the entry keeps a round's key and intake for the trace once its whole
 #: batch is here. A round whose ``exclude`` has not come by then is aborted here (the last
@@ -101,54 +99,6 @@ def _each_digest(blob: bytes) -> list[bytes]:
 #: Statuses in which a mix's part of the trace is over (a repeated request is answered
 #: with nothing to add).
 _TRACE_OVER = frozenset({RoundStatus.RELEASED, RoundStatus.CONFIRMED, RoundStatus.ABORTED})
-
-
-@dataclass(frozen=True)
-class TraceVerified:
-    """Token of the :class:`Verify` of the successor's accusations."""
-
-    round_id: int
-    reply: Accused
-
-
-@dataclass(frozen=True)
-class BlameChecked:
-    """Token of the :class:`Verify` of the evidence behind the successor's blame."""
-
-    round_id: int
-    reply: Accused
-
-
-#: The trace steps that may need a relay's inputs (run again once they are read back).
-TraceStep = Literal["trace", "traced", "verified", "exclude"]
-
-
-@dataclass(frozen=True)
-class IntakeNeeded:
-    """Token of the :class:`LoadIntake` of a round whose inputs a step of its trace needs:
-    that step (``event``: ``"trace"``, ``"traced"``, ``"verified"`` or ``"exclude"``) and its
-    arguments, run again once the inputs are read back."""
-
-    round_id: int
-    event: TraceStep
-    args: tuple[object, ...]
-
-
-@dataclass(frozen=True)
-class TraceProved:
-    """Token of the :class:`Prove` of this mix's evidence: first ``failures`` inputs that
-    did not peel (each starts an accusation here), then ``duplicates`` inputs that peeled to
-    a repeated onion (likewise), then — for the last mix (``accusations`` is ``None``) — one
-    step per refused payload, or else one step extending each of the successor's
-    ``accusations``."""
-
-    round_id: int
-    accusations: tuple[Accusation, ...] | None
-    untraced: int
-    failures: int = 0
-    #: after the failures, inputs whose layers hold an onion another input's also holds
-    #: (each starts a ``duplicate`` accusation here)
-    duplicates: int = 0
 
 
 class TracingMix(MixRounds):
@@ -282,11 +232,10 @@ class TracingMix(MixRounds):
             restart may not have stored, or after :data:`TRACE_TIMEOUT`): the entry mix must
             not take "nothing to accuse" for a verdict.
         """
+        ended = self._trace_ended(frame.round_id)
+        if ended:
+            return ended
         st = self._round(frame.round_id)
-        if st.status is RoundStatus.ABORTED:
-            raise RoundClosed(f"round {frame.round_id} was aborted at {self.name}")
-        if st.status in _TRACE_OVER:
-            return [Reply(Accused(frame.round_id))]
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
             bad: tuple[bytes, ...] = ()
             if st.intake_loaded:
@@ -310,8 +259,30 @@ class TracingMix(MixRounds):
             return [Send(Trace(frame.round_id))]
         raise NotReady(f"round {frame.round_id} is {st.status.value} here")
 
+    def _trace_ended(self, round_id: int) -> list[Action]:
+        """The answer to a trace of a round whose trace is over here — also when it ended
+        while this mix was tracing it (the entry mix's exclusion, sent before a restart that
+        did not store it, overtook its new ``trace``): nothing to accuse, the verdict is
+        applied. Empty while the trace goes on, and for a round unknown here (the caller
+        decides).
+
+        :raises RoundClosed: the round was aborted here: the entry mix must not take
+            "nothing to accuse" for a verdict.
+        """
+        st = self.rounds.get(round_id)
+        if st is None:
+            return []
+        if st.status is RoundStatus.ABORTED:
+            raise RoundClosed(f"round {round_id} was aborted at {self.name}")
+        if st.status in _TRACE_OVER:
+            return [Reply(Accused(round_id))]
+        return []
+
     def _traced(self, sent: Trace, reply: Accused) -> list[Action]:
         """The successor answered ``trace``: check its accusations (off the loop)."""
+        ended = self._trace_ended(sent.round_id)
+        if ended:
+            return ended
         st = self._round(sent.round_id)
         if reply.round_id != sent.round_id:
             return [Reply(Accused(sent.round_id, blame=self.successor))]
@@ -349,6 +320,10 @@ class TracingMix(MixRounds):
         whose accusation does not hold, or names an item this mix never sent, is blamed with
         that accusation as the evidence; for a :class:`BlameChecked` token the evidence of
         the successor's blame is judged (:func:`mixnet.core.deliveries.judge`)."""
+        if isinstance(token, BlameChecked | TraceVerified):
+            ended = self._trace_ended(token.round_id)
+            if ended:
+                return ended
         if isinstance(token, BlameChecked):
             evidence = token.reply.evidence
             assert evidence is not None and self.signing is not None
@@ -390,6 +365,9 @@ class TracingMix(MixRounds):
         """
         if not isinstance(token, TraceProved):
             raise TypeError(f"not a trace token: {token!r}")
+        ended = self._trace_ended(token.round_id)
+        if ended:
+            return ended
         made: list[Step] = []
         for step in steps:
             if not isinstance(step, Step):

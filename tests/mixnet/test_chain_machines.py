@@ -330,3 +330,26 @@ def test_a_chain_of_one_mix_confirms_its_rounds_and_refuses_bad_payloads_at_inta
     assert poisoned.done and not poisoned.acked  # refused, never counted
     (result,) = chain.nodes[-1].store.results.values()
     assert result["status"] == "ok" and result["clients"] == 3 and result["sum"] == 36
+
+
+def test_an_exclusion_that_overtakes_a_restarted_entrys_trace_still_confirms() -> None:
+    """Found by the twins schedules: the entry mix sends its exclusion and is restarted
+    before storing the answer, so it traces the round again. Mix 2 passes the new ``trace``
+    on, then applies the exclusion (its trace is over: its intake and what it knew of the
+    colliding onions are erased), and only then gets mix 3's answer. It must answer "nothing
+    to accuse" as for any round whose trace is over, not count its dropped copies as
+    untraced — which made the entry mix abort a round the sink had counted, and tell its
+    clients to submit again."""
+    machine = ChainSchedulesWithTwins()
+    for step, arg in [("progress", 1), ("progress", 1), ("progress", 1), ("progress", 9),
+                      ("progress", 40), ("progress", 40), ("progress", 40), ("crash", 0),
+                      ("crash", 0), ("crash", 0), ("progress", 18), ("progress", 40),
+                      ("crash", 1), ("progress", 1), ("crash", 0)]:  # fmt: skip
+        if step == "progress":
+            machine.progress(arg)
+        else:
+            machine.crash_and_restart(arg)
+        machine.results_are_exact()
+    machine.teardown()
+    results = machine.chain.nodes[-1].store.results
+    assert results[2]["status"] == "ok" and results[2]["excluded"] == 1, results

@@ -15,7 +15,7 @@ from mixnet.core.items import Items
 from mixnet.core.records import AddChunk, NewRound, OutboundBatch, OutboundChunk
 from mixnet.core.relay import RelayMachine
 from mixnet.core.status import RoundStatus as S
-from mixnet.core.tracing import BlameChecked
+from mixnet.core.trace_tokens import BlameChecked
 from mixnet.core.verdict import BlameJudged
 from mixnet.errors import BadSignature
 from mixnet.frames import Accused, Batch, BatchAck, Exclude, OpenRound, RoundKeys, Trace

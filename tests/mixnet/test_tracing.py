@@ -37,7 +37,8 @@ from mixnet.core.records import (
 )
 from mixnet.core.relay import RelayMachine
 from mixnet.core.status import RoundStatus
-from mixnet.core.tracing import TraceProved, unpeeled_inputs
+from mixnet.core.trace_tokens import TraceProved
+from mixnet.core.tracing import unpeeled_inputs
 from mixnet.core.verdict import TRACE_GIVE_UP, TRACE_RETRY, VerdictChecked
 from mixnet.errors import (
     FrameTooLarge,
