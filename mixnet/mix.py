@@ -294,10 +294,12 @@ class MixNode(BaseNode):
 
     async def peel_submissions(
         self, actions: Sequence[Peel]
-    ) -> list[list[Action] | BaseException]:
+    ) -> tuple[list[list[Action] | BaseException | None], list[Action]]:
         """The entry mix's :meth:`peel` for the submissions of one ``submit-many`` frame: the
         boxes of each round are opened together (one request to the batcher), and the machine
-        takes them in one :meth:`~mixnet.core.entry.EntryMachine.peeled_many`."""
+        takes them in one :meth:`~mixnet.core.entry.EntryMachine.peeled_many`, which stores
+        the accepted ones of a round with one write (``None`` in their place; the shared
+        actions answer them)."""
         if not isinstance(self.machine, EntryMachine):
             return await super().peel_submissions(actions)
         groups: dict[tuple[int, int], list[int]] = {}
@@ -317,17 +319,19 @@ class MixNode(BaseNode):
                 size = len(actions[i].items) * split
                 opened[i] = flat[at : at + size]
                 at += size
-        out: list[list[Action] | BaseException] = [
+        out: list[list[Action] | BaseException | None] = [
             o if isinstance(o, BaseException) else [] for o in opened
         ]  # errors stay in place
         ready = [i for i, o in enumerate(opened) if not isinstance(o, BaseException)]
-        results = self.machine.peeled_many(
+        if not ready:
+            return out, []
+        decided = self.machine.peeled_many(
             [(actions[i].token, cast("list[bytes | MixnetError]", opened[i])) for i in ready],
             self.clock(),
         )
-        for i, result in zip(ready, results, strict=True):
+        for i, result in zip(ready, decided.outcomes, strict=True):
             out[i] = result
-        return out
+        return out, list(decided.actions)
 
     async def _peel_items(
         self, r: int, split: int, items: Sequence[bytes]

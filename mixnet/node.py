@@ -70,7 +70,7 @@ from mixnet.link import CLOSE_TIMEOUT, Link
 from mixnet.logs import quiet_logger, round_extra
 from mixnet.metrics import NodeMetrics
 from mixnet.node_http import RoundTimes, ServesHttp, guarded_connection
-from mixnet.node_many import ServesSubmitMany
+from mixnet.node_many import ReplySink, ServesSubmitMany
 from mixnet.peer_auth import PeerAuthenticator
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore, StoreError, StoreFailed
@@ -360,12 +360,13 @@ class BaseNode(ServesSubmitMany, ServesHttp):
     async def execute(
         self,
         actions: Sequence[Action],
-        reply: asyncio.Future[Frame] | None = None,
+        reply: ReplySink | None = None,
         *,
         detach: bool = False,
     ) -> None:
         """Carry out ``actions`` (already emitted) in order, and what the machine returns
-        for their outcomes. A :class:`Reply` resolves ``reply``; a refusal by the machine
+        for their outcomes. A :class:`Reply` resolves ``reply`` (a future, or
+        :class:`~mixnet.node_many.SharedReplies` for several requests); a refusal by the machine
         resolves it with the error (or is logged if the request was answered already).
         With ``detach``, return as soon as ``reply`` is resolved: the rest goes on in a
         background task (a request is answered without waiting for the work it started)."""
@@ -396,7 +397,7 @@ class BaseNode(ServesSubmitMany, ServesHttp):
                 if isinstance(action, Persist):
                     self._pending.pop(id(action), None)
 
-    async def _do(self, action: Action, reply: asyncio.Future[Frame] | None) -> list[Action]:
+    async def _do(self, action: Action, reply: ReplySink | None) -> list[Action]:
         match action:
             case Persist():
                 outcome = await self._pending.pop(id(action))

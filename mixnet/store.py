@@ -84,7 +84,7 @@ from mixnet.store_rows import (
     check_int,
     check_name,
     check_sequence,
-    statements,
+    group_statements,
 )
 
 __all__ = [
@@ -279,7 +279,7 @@ class NodeStore:
         prepared: list[tuple[list[Statement], bool]] = []
         for group in groups:
             check_sequence(group, "group")
-            stmts = [statement for write in group for statement in statements(write)]
+            stmts = group_statements(group)
             prepared.append((stmts, any(isinstance(write, ERASING) for write in group)))
         conn = self._connection()
         if not prepared:

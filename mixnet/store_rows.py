@@ -7,7 +7,9 @@ into records is :mod:`mixnet.store_decode`.
   (``TypeError``/``ValueError`` for a value a correct caller never passes: a negative id, a
   secret key of the wrong length, payloads of unequal length, a result JSON cannot hold, ...)
   and returns the :class:`Statement` list that applies it, each with the message of the
-  :class:`~mixnet.store.StoreError` to report when the database refuses it.
+  :class:`~mixnet.store.StoreError` to report when the database refuses it;
+  :func:`group_statements` does it for a write group, with one ``executemany`` per table for
+  a run of submissions.
 * **Rows → records** is :mod:`mixnet.store_decode`: it rebuilds the records written here and
   raises :class:`~mixnet.store_decode.CorruptRow` for anything else the database holds;
   :class:`~mixnet.store.NodeStore` reports it as a ``StoreError``.
@@ -368,6 +370,62 @@ def _status(value: object) -> str:
     return value.value
 
 
+def group_statements(group: Sequence[Write]) -> list[Statement]:
+    """The statements of a write group, in order: :func:`statements` of each write, except
+    that a run of :class:`AddSubmission` writes of one round becomes one ``executemany``
+    per table (a ``submit-many`` frame's submissions are stored by one group).
+
+    :raises TypeError, ValueError: as :func:`statements`, for any write of the group.
+    """
+    out: list[Statement] = []
+    run: list[AddSubmission] = []
+    for write in group:
+        if isinstance(write, AddSubmission) and (not run or run[0].round_id == write.round_id):
+            run.append(write)
+            continue
+        if run:
+            out += _add_submissions(run)
+            run = []
+        if isinstance(write, AddSubmission):
+            run.append(write)
+        else:
+            out += statements(write)
+    if run:
+        out += _add_submissions(run)
+    return out
+
+
+_RECEIPT = "INSERT INTO receipts (round_id, client, digest) VALUES (?, ?, ?)"
+_SUBMISSION = (
+    "INSERT INTO submissions (round_id, client, digest, item_length, item_count, payloads)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+def _add_submissions(run: Sequence[AddSubmission]) -> tuple[Statement, ...]:
+    """The statements of :class:`AddSubmission` writes of one round (checked as by
+    :func:`statements`): one row each in ``receipts`` and ``submissions``."""
+    if len(run) == 1:
+        return statements(run[0])
+    r = check_int(run[0].round_id, "round_id")
+    missing = f"round {r} does not exist"
+    receipts: list[Row] = []
+    rows: list[Row] = []
+    for write in run:
+        item = write.submission
+        if not isinstance(item, Submission):
+            raise TypeError(f"submission must be a Submission, not {type(item).__name__}")
+        client = check_name(item.client, "client")
+        digest = _check_bytes(item.digest, "digest")
+        blob, length, count = _pack(item.payloads)
+        receipts.append((r, client, digest))
+        rows.append((r, client, digest, length, count, blob))
+    return (
+        Statement(_RECEIPT, rows=receipts, missing=missing),
+        Statement(_SUBMISSION, rows=rows, missing=missing),
+    )
+
+
 def _add_submission(r: int, item: object, missing: str) -> tuple[Statement, ...]:
     if not isinstance(item, Submission):
         raise TypeError(f"submission must be a Submission, not {type(item).__name__}")
@@ -375,17 +433,8 @@ def _add_submission(r: int, item: object, missing: str) -> tuple[Statement, ...]
     digest = _check_bytes(item.digest, "digest")
     blob, length, count = _pack(item.payloads)
     return (
-        Statement(
-            "INSERT INTO receipts (round_id, client, digest) VALUES (?, ?, ?)",
-            (r, client, digest),
-            missing=missing,
-        ),
-        Statement(
-            "INSERT INTO submissions (round_id, client, digest, item_length, item_count,"
-            " payloads) VALUES (?, ?, ?, ?, ?, ?)",
-            (r, client, digest, length, count, blob),
-            missing=missing,
-        ),
+        Statement(_RECEIPT, (r, client, digest), missing=missing),
+        Statement(_SUBMISSION, (r, client, digest, length, count, blob), missing=missing),
     )
 
 

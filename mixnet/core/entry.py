@@ -28,7 +28,13 @@ from mixnet.blame import PayloadValidator, accept_all
 from mixnet.core.actions import Action, Persist, Send
 from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.entry_restore import RECEIPT_ROUNDS, resume_entry
-from mixnet.core.entry_submissions import AwaitStored, EntrySubmissions, Stored, SubmitPeeled
+from mixnet.core.entry_submissions import (
+    AwaitStored,
+    EntrySubmissions,
+    PeeledMany,
+    Stored,
+    SubmitPeeled,
+)
 from mixnet.core.intake import EntryIntake
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import (
@@ -56,7 +62,15 @@ from mixnet.frames import (
     RoundOffer,
 )
 
-__all__ = ["RECEIPT_ROUNDS", "AwaitStored", "EntryMachine", "Opened", "Stored", "SubmitPeeled"]
+__all__ = [
+    "RECEIPT_ROUNDS",
+    "AwaitStored",
+    "EntryMachine",
+    "Opened",
+    "PeeledMany",
+    "Stored",
+    "SubmitPeeled",
+]
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ between a client's ``submit`` and its acknowledgement (pure).
 A submission goes :meth:`EntrySubmissions.on_submit` (cheap checks; an exact retry of a
 stored submission is answered at once) → :class:`~mixnet.core.actions.Peel` →
 :meth:`~EntrySubmissions.peeled` (re-checks, counts it, asks to store it; or
-:meth:`~EntrySubmissions.peeled_many` for a ``submit-many`` frame's boxes at once) → the
-commit (:meth:`~EntrySubmissions._stored`: acknowledged). A submission is acknowledged only
-after it is stored.
+:meth:`~EntrySubmissions.peeled_many` for a ``submit-many`` frame's boxes at once, whose
+accepted submissions of one round share one write) → the commit
+(:meth:`~EntrySubmissions._stored`: acknowledged). A submission is acknowledged only after
+it is stored.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from mixnet.errors import (
 )
 from mixnet.frames import Accepted, Submit
 
-__all__ = ["AwaitStored", "EntrySubmissions", "Stored", "SubmitPeeled"]
+__all__ = ["AwaitStored", "EntrySubmissions", "PeeledMany", "Stored", "SubmitPeeled"]
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,30 @@ class SubmitPeeled:
 
 @dataclass(frozen=True)
 class Stored:
-    """Token of the :class:`Persist` of a submission."""
+    """Token of the :class:`Persist` of one or more submissions of round ``round_id``:
+    ``clients[i]``'s, whose box has digest ``digests[i]`` (the two tuples are aligned; no
+    client twice)."""
 
     round_id: int
-    client: str
-    digest: bytes
+    clients: tuple[str, ...]
+    digests: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class PeeledMany:
+    """What :meth:`EntrySubmissions.peeled_many` decided for several opened submissions.
+
+    ``outcomes[i]`` is the ``i``-th submission's: the :class:`MixnetError` refusing it; the
+    actions that lead to its reply (an exact retry's :class:`Reply`, or the empty
+    :class:`Persist` it waits behind); or ``None``: accepted. ``actions`` is the work the
+    accepted ones share, to be carried out before the outcomes' own actions (their writes
+    commit in that order): per round, one :class:`Persist` of all its accepted submissions
+    (token :class:`Stored`), whose commit answers each of them with a
+    ``Reply(Accepted(round, client))``, and what closing the round asks for.
+    """
+
+    outcomes: tuple[list[Action] | MixnetError | None, ...]
+    actions: tuple[Action, ...]
 
 
 @dataclass(frozen=True)
@@ -139,25 +159,28 @@ class EntrySubmissions:
         :raises MixnetError: the box failed to open (the submission is refused whole), or
             the round closed or the client was accepted meanwhile.
         """
-        (outcome,) = self.peeled_many([(token, results)], now)
+        decided = self.peeled_many([(token, results)], now)
+        (outcome,) = decided.outcomes
         if isinstance(outcome, MixnetError):
             raise outcome
-        return outcome
+        return list(decided.actions) if outcome is None else outcome
 
     def peeled_many(
         self,
         opened: Sequence[tuple[object, Sequence[bytes | MixnetError]]],
         now: float,
-    ) -> list[list[Action] | MixnetError]:
+    ) -> PeeledMany:
         """Event: the adapter opened the boxes of several submissions (e.g. one
-        ``submit-many`` frame's): per ``(token, results)``, in order, what :meth:`peeled`
-        returns for it or the :class:`MixnetError` it raises — the same as calling
-        :meth:`peeled` for each in turn, with the inner onions' digests checked against the
-        round's replay filter in one vectorized probe.
+        ``submit-many`` frame's), given as ``(token, results)`` in order.
+
+        Each submission is decided as :meth:`peeled` would decide it, called for each in
+        turn, with the inner onions' digests checked against the round's replay filter in
+        one vectorized probe; the accepted submissions of a round are stored by one write
+        (see :class:`PeeledMany`).
 
         :raises TypeError: a token is not a submission token.
         """
-        out: list[list[Action] | MixnetError] = []
+        outcomes: list[list[Action] | MixnetError | None] = []
         # equal onions peel to equal payloads: this catches a replay the in-memory onion
         # filter misses after a restart. With one mix the payloads are plaintext, where equal
         # values are legitimate, so only the onion filter applies.
@@ -168,30 +191,39 @@ class EntrySubmissions:
                 raise TypeError(f"not a submission token: {token!r}")
             payloads = tuple(p for p in results if isinstance(p, bytes))
             if len(payloads) != len(results):
-                out.append(next(e for e in results if isinstance(e, MixnetError)))
+                outcomes.append(next(e for e in results if isinstance(e, MixnetError)))
             elif len(payloads) != self.messages:
-                out.append(
+                outcomes.append(
                     InternalError(f"a box opened to {len(payloads)} items, not {self.messages}")
                 )
             else:
-                out.append([])
+                outcomes.append([])
                 digests = [item_digest(p) for p in payloads] if filtered else []
                 pending.append((index, token, payloads, digests))
         held = self._held(pending)
         fresh: dict[int, set[bytes]] = {}  # round -> digests accepted by this call
+        batches: dict[int, list[Submission]] = {}  # round -> submissions accepted by this call
+        closing: dict[int, list[Action]] = {}  # round -> what closing it asks for
         for index, token, payloads, digests in pending:
             try:
-                out[index] = self._accept_peeled(
+                outcomes[index] = self._accept_peeled(
                     token, payloads, digests, held.get(index, False),
-                    fresh.setdefault(token.round_id, set()), now,
+                    fresh.setdefault(token.round_id, set()), batches, closing, now,
                 )  # fmt: skip
             except MixnetError as exc:
-                out[index] = exc
+                outcomes[index] = exc
         for r, accepted in fresh.items():
             st = self.rounds[r] if accepted else None
             if st is not None and st.status is RoundStatus.OPEN:  # closed: filter cleared
                 st.payload_digests.add_new(b"".join(accepted))
-        return out
+        actions: list[Action] = []
+        for r, subs in batches.items():
+            token_out = Stored(r, tuple(s.client for s in subs), tuple(s.digest for s in subs))
+            actions.append(
+                Persist(tuple(AddSubmission(r, s) for s in subs), token=token_out)
+            )
+            actions += closing.pop(r, [])
+        return PeeledMany(tuple(outcomes), tuple(actions))
 
     def _held(
         self, pending: Sequence[tuple[int, SubmitPeeled, tuple[bytes, ...], list[bytes]]]
@@ -223,12 +255,20 @@ class EntrySubmissions:
         digests: list[bytes],
         held: bool,
         earlier: set[bytes],
+        batches: dict[int, list[Submission]],
+        closing: dict[int, list[Action]],
         now: float,
-    ) -> list[Action]:
+    ) -> list[Action] | None:
         """:meth:`peeled` for one opened submission whose ``digests`` (of its items; empty
         with one mix) were probed in the round's filter (``held``: one is in it) and are
         checked against ``earlier``, those of its round accepted earlier in the same call
-        (to which it adds its own when it accepts)."""
+        (to which it adds its own when it accepts). Returns an exact retry's actions, or
+        ``None`` when it accepts the submission: then it is added to its round's list in
+        ``batches`` (stored together by the caller), and what closing the round asks for to
+        ``closing``.
+
+        :raises MixnetError: the submission is refused.
+        """
         r, client, digest = token.round_id, token.client, token.digest
         known = self.rounds.get(r)
         retry = None if known is None else self._retry(known, client, digest)
@@ -248,21 +288,17 @@ class EntrySubmissions:
         closes = st.entry.accept(client, digest, now)
         earlier.update(unique)
         st.pending[client] = payloads
-        actions: list[Action] = [
-            Persist(
-                (AddSubmission(r, Submission(client, digest, payloads)),),
-                token=Stored(r, client, digest),
-            )
-        ]
+        batches.setdefault(r, []).append(Submission(client, digest, payloads))
         if closes:
-            actions += self._close(st)
-        return actions
+            closing.setdefault(r, []).extend(self._close(st))
+        return None
 
     def _stored(self, token: Stored | AwaitStored) -> list[Action]:
-        """A submission's write (``Stored``), or the empty write an exact retry waited
-        behind (``AwaitStored``), committed: acknowledge it.
+        """Submissions' write (``Stored``), or the empty write an exact retry waited
+        behind (``AwaitStored``), committed: acknowledge each of them.
 
-        :raises RoundClosed: the round was aborted meanwhile.
+        :raises RoundClosed: the round was aborted meanwhile (it dropped every submission
+            still being stored, so none of the write's is acknowledged).
         :raises InternalError: the original of a retry was not stored (submit it again).
         """
         st = self.rounds[token.round_id]
@@ -270,19 +306,22 @@ class EntrySubmissions:
             if token.client in st.receipts:
                 return [Reply(Accepted(token.round_id, token.client))]
             raise InternalError("the submission could not be stored; submit it again")
-        if token.client not in st.pending:  # the round was aborted meanwhile
+        if not all(c in st.pending for c in token.clients):  # the round was aborted meanwhile
             raise RoundClosed(f"round {token.round_id} is {st.status.value}")
-        st.submissions[token.client] = st.pending.pop(token.client)
-        st.receipts[token.client] = token.digest
-        return [Reply(Accepted(token.round_id, token.client)), *self._mix_if_ready(st)]
+        st.submissions.put_many(token.clients, [st.pending.pop(c) for c in token.clients])
+        st.receipts.update(zip(token.clients, token.digests, strict=True))
+        replies: list[Action] = [Reply(Accepted(token.round_id, c)) for c in token.clients]
+        return [*replies, *self._mix_if_ready(st)]
 
     def _store_failed(self, token: Stored) -> list[Action]:
-        """A submission's write failed: it leaves the round (its onions leave the filter, its
-        client id is free again) and a closed round is mixed if it was the last one pending.
+        """Submissions' write failed: they leave the round (their onions leave the filter,
+        their client ids are free again) and a closed round is mixed if they were the last
+        ones pending.
         """
         st = self.rounds[token.round_id]
-        failed = st.pending.pop(token.client, ())
-        st.payload_digests.difference_update(item_digest(p) for p in failed)
-        if st.entry is not None:
-            st.entry.release(token.client, reopen=False)
+        for client in token.clients:
+            failed = st.pending.pop(client, ())
+            st.payload_digests.difference_update(item_digest(p) for p in failed)
+            if st.entry is not None:
+                st.entry.release(client, reopen=False)
         return self._mix_if_ready(st)

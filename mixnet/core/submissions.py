@@ -81,29 +81,53 @@ class SubmissionTable(MutableMapping[str, Sequence[bytes]]):
         return self.row(self._lookup()[client])
 
     def __setitem__(self, client: str, items: Sequence[bytes]) -> None:
-        if isinstance(items, Items):
-            shape, row = (len(items), items.width), items.tobytes()
-        else:
-            seq = tuple(items)
-            width = len(seq[0]) if seq else 0
-            if not all(isinstance(x, bytes) and len(x) == width for x in seq):
-                raise ValueError("a submission's items are bytes of one length")
-            shape, row = (len(seq), width), b"".join(seq)
-        if self._shape is None:
-            if not shape[0]:
-                raise ValueError("a submission has at least one item")
+        self.put_many((client,), (items,))
+
+    def put_many(self, clients: Sequence[str], submissions: Sequence[Sequence[bytes]]) -> None:
+        """Store ``submissions[i]`` for ``clients[i]``, in that order, as one copy into the
+        buffer (what ``table[client] = items`` does for each, without a row copy each).
+
+        :raises ValueError: the sequences differ in length; a submission is not bytes of one
+            length, or not of the table's shape; a client is stored already (checked once
+            the client index exists, see the class). Nothing is stored then.
+        """
+        if len(clients) != len(submissions):
+            raise ValueError("one submission per client")
+        if not clients:
+            return
+        rows: list[bytes] = []
+        shape = self._shape
+        for items in submissions:
+            if isinstance(items, Items):
+                this, row = (len(items), items.width), items.tobytes()
+            else:
+                seq = tuple(items)
+                width = len(seq[0]) if seq else 0
+                if not all(isinstance(x, bytes) and len(x) == width for x in seq):
+                    raise ValueError("a submission's items are bytes of one length")
+                this, row = (len(seq), width), b"".join(seq)
+            if shape is None:
+                if not this[0]:
+                    raise ValueError("a submission has at least one item")
+                shape = this
+            elif this != shape:
+                raise ValueError(f"every submission holds {shape[0]} items of "
+                                 f"{shape[1]} bytes")  # fmt: skip
+            rows.append(row)
+        if self._index is not None:
+            if len(set(clients)) != len(clients) or any(c in self._index for c in clients):
+                raise ValueError("a client is stored already")
+            for offset, client in enumerate(clients):
+                self._index[client] = len(self._clients) + offset
+        assert shape is not None  # the loop ran at least once
+        if self._arena is None:
             self._shape = shape
             self._arena = RowArena(shape[0] * shape[1], 1024)
-        elif shape != self._shape:
-            raise ValueError(f"every submission holds {self._shape[0]} items of "
-                             f"{self._shape[1]} bytes")  # fmt: skip
-        if self._index is not None:
-            if client in self._index:
-                raise ValueError(f"client {client!r} is stored already")
-            self._index[client] = len(self._clients)
-        assert self._arena is not None
-        self._arena.append_row(row)
-        self._clients.append(client)
+        if len(rows) == 1:
+            self._arena.append_row(rows[0])
+        else:
+            self._arena.append(b"".join(rows))
+        self._clients.extend(clients)
 
     def __delitem__(self, client: str) -> None:
         position = self._lookup()[client]

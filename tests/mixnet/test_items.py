@@ -123,6 +123,39 @@ class TestSubmissionTable:
         assert len(table) == 0 and table.all_items() == ()
 
 
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(st.integers(0, 3), min_size=1, max_size=40), st.integers(1, 3))
+    def test_put_many_is_one_put_per_client(self, cuts: list[int], items: int) -> None:
+        """Submissions stored in runs (as a frame's) are the table that storing each one
+        makes; a run that fails a check stores nothing of itself."""
+        subs = [(f"c{i}", tuple(bytes([i % 256, k]) * 3 for k in range(items))) for i in range(60)]
+        one, many = SubmissionTable(), SubmissionTable()
+        for client, row in subs:
+            one[client] = row
+        at = 0
+        for cut in cuts:
+            run = subs[at : at + cut]
+            many.put_many([c for c, _ in run], [r for _, r in run])
+            at += cut
+        for client, row in subs[at:]:
+            many[client] = row
+        assert list(many.items()) == list(one.items())
+        assert many.all_items() == one.all_items()
+        before = list(many.items())
+        wrong = tuple(b"zz" for _ in range(items + 1))
+        with pytest.raises(ValueError):
+            many.put_many(["x", "y"], [subs[0][1], wrong])  # another shape
+        with pytest.raises(ValueError):
+            many.put_many(["x"], [])  # one submission per client
+        assert list(many.items()) == before
+        assert "c0" in many  # builds the index
+        with pytest.raises(ValueError):
+            many.put_many(["x", "c0"], [subs[0][1], subs[0][1]])  # stored already
+        with pytest.raises(ValueError):
+            many.put_many(["x", "x"], [subs[0][1], subs[0][1]])  # twice in the run
+        assert list(many.items()) == before
+
+
 # ================================================================== digest tables
 
 

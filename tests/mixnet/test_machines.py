@@ -439,10 +439,12 @@ class TestEntrySubmissions:
         assert offer is not None and offer.clients == 0
         acts = m.peeled(token, peel([frame.box], M), NOW + 1)
         sub = Submission("alice", digest, payloads_of(frame))
-        assert acts == [Persist((AddSubmission(1, sub),), token=Stored(1, "alice", digest))]
+        assert acts == [Persist((AddSubmission(1, sub),), token=Stored(1, ("alice",), (digest,)))]
         offer = m.offer()
         assert offer is not None and offer.clients == 1  # counted once peeled
-        assert m.persisted(Stored(1, "alice", digest), NOW + 1) == [Reply(Accepted(1, "alice"))]
+        assert m.persisted(Stored(1, ("alice",), (digest,)), NOW + 1) == [
+            Reply(Accepted(1, "alice"))
+        ]
         assert m.status(1) is S.OPEN
 
     def test_exact_retry_while_storing_waits_for_the_original(self) -> None:
@@ -485,6 +487,40 @@ class TestEntrySubmissions:
         assert offer is not None and offer.clients == 0
         # the client submits afresh (new onions) and is accepted
         assert store(m, submit_frame("alice")) == [Reply(Accepted(1, "alice"))]
+
+    def test_a_frame_is_stored_by_one_write_and_answered_or_refused_whole(self) -> None:
+        """``peeled_many`` stores a frame's accepted submissions with one write: its commit
+        acknowledges each, in order; its failure refuses them all and frees their client
+        ids and onions, so that the same frames are taken again."""
+        m, _ = open_entry(RoundPolicy(2, 10, DEADLINE_S, "abort", chunk_size=2))
+        frames = [submit_frame(c) for c in ("a", "b", "c")]
+        peels = [one(m.on_submit(f), Peel) for f in frames]
+        opened = [(p.token, peel(p.items, p.split)) for p in peels]
+        decided = m.peeled_many(opened, NOW)
+        assert decided.outcomes == (None, None, None)
+        (persist,) = decided.actions
+        assert isinstance(persist, Persist) and isinstance(persist.token, Stored)
+        assert persist.token.clients == ("a", "b", "c")
+        assert persist.writes == tuple(
+            AddSubmission(1, Submission(f.client, submission_digest(f.box), payloads_of(f)))
+            for f in frames
+        )
+        with pytest.raises(InternalError):
+            m.persist_failed(persist.token, NOW)
+        offer = m.offer()
+        assert offer is not None and offer.clients == 0
+        assert not m.rounds[1].pending and not set(m.rounds[1].payload_digests)
+        peels = [one(m.on_submit(f), Peel) for f in frames]  # the same frames, again
+        again = m.peeled_many([(p.token, peel(p.items, p.split)) for p in peels], NOW)
+        (persist,) = again.actions
+        assert isinstance(persist, Persist)
+        assert m.persisted(persist.token, NOW) == [
+            Reply(Accepted(1, c)) for c in ("a", "b", "c")
+        ]
+        assert list(m.rounds[1].submissions) == ["a", "b", "c"]
+        assert m.rounds[1].receipts == {
+            c: submission_digest(f.box) for c, f in zip("abc", frames, strict=True)
+        }
 
     def test_identical_resend_after_a_failed_write_is_taken_again(self) -> None:
         m, _ = open_entry()
@@ -1775,22 +1811,47 @@ class TestEntryPeeledMany:
             return peel(p.items, p.split)
 
         one_by_one: dict[int, object] = {}
+        writes: list[object] = []  # the submissions' writes, in commit order
+        others: list[Action] = []  # every other action (closing a round)
         for n, p in peels[0]:
             try:
-                one_by_one[n] = machines[0].peeled(p.token, opened(n, p), NOW)
+                acts = machines[0].peeled(p.token, opened(n, p), NOW)
             except MixnetError as exc:
                 one_by_one[n] = type(exc)
+                continue
+            first = acts[0] if acts else None
+            if isinstance(first, Persist) and isinstance(first.token, Stored):
+                one_by_one[n] = None  # accepted: its own write
+                writes += first.writes
+                others += acts[1:]
+            else:
+                one_by_one[n] = acts
         # two frames: the second's onions are also checked against the first's in the filter
         pairs = [(p.token, opened(n, p)) for n, p in peels[1]]
         half = len(pairs) // 2
-        together = [
-            *machines[1].peeled_many(pairs[:half], NOW),
-            *machines[1].peeled_many(pairs[half:], NOW),
+        decided = [
+            machines[1].peeled_many(pairs[:half], NOW),
+            machines[1].peeled_many(pairs[half:], NOW),
         ]
+        together = [o for d in decided for o in d.outcomes]
         assert {
             n: type(r) if isinstance(r, MixnetError) else r
             for (n, _), r in zip(peels[1], together, strict=True)
         } == one_by_one
+        shared = [a for d in decided for a in d.actions]
+        stores = [a for a in shared if isinstance(a, Persist) and isinstance(a.token, Stored)]
+        # one write per round and frame, holding its accepted submissions in order
+        assert [w for a in stores for w in a.writes] == writes
+        assert len(stores) == sum(1 for d in decided if any(o is None for o in d.outcomes))
+        for persist in stores:
+            token = persist.token
+            assert isinstance(token, Stored)
+            pending = machines[1].rounds[token.round_id].pending
+            assert persist.writes == tuple(
+                AddSubmission(token.round_id, Submission(c, d, pending[c]))
+                for c, d in zip(token.clients, token.digests, strict=True)
+            )
+        assert [x for x in shared if x not in stores] == others
         a, b = machines
         assert set(a.rounds) == set(b.rounds)
         for r in a.rounds:

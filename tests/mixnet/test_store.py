@@ -270,6 +270,35 @@ def test_add_submission_stores_submission_and_receipt(store: NodeStore) -> None:
     assert store.records() == records
 
 
+def test_a_group_of_submissions_is_stored_in_order_as_one_write(store: NodeStore) -> None:
+    """A ``submit-many`` frame's submissions of a round come as one group (one
+    ``executemany`` per table): stored in order, beside other writes and runs of another
+    round, and read back exactly as one write each would be."""
+    ok(store, [new(1)], [new(2)])
+    first = [AddSubmission(1, sub(f"c{i}", i, count=3)) for i in range(40)]
+    other = [AddSubmission(2, sub(f"d{i}", 100 + i, count=1)) for i in range(3)]
+    ok(store, [*first[:30], *other, *first[30:], SetRound(1, clients=40)])
+    records = store.records()
+    assert records.submissions == {
+        1: tuple(w.submission for w in first),
+        2: tuple(w.submission for w in other),
+    }
+    assert records.receipts[1] == {w.submission.client: w.submission.digest for w in first}
+    assert records.rounds[0].clients == 40
+
+
+def test_a_group_of_submissions_for_a_missing_round_is_refused_whole(store: NodeStore) -> None:
+    ok(store, [new(1)])
+    before = store.records()
+    group = [AddSubmission(1, sub("a", 1)), *(AddSubmission(7, sub(c, 2)) for c in "bc")]
+    refused(store.apply([group])[0], "round 7 does not exist")
+    assert store.records() == before
+    uneven = Submission("b", KEY, (b"ab", b"c"))
+    with pytest.raises(ValueError):  # checked before the transaction: nothing stored
+        store.apply([[AddSubmission(1, sub("a", 1)), AddSubmission(1, uneven)]])
+    assert store.records() == before
+
+
 def test_a_second_submission_of_a_client_is_stored_the_machine_refuses_it(
     store: NodeStore,
 ) -> None:

@@ -168,6 +168,30 @@ async def test_each_submission_of_a_frame_is_decided_on_its_own(tmp_path: Path) 
     assert done["sum"] == sum(11 * i for i in (1, 2, 3, 4))
 
 
+async def test_a_frame_that_fills_the_round_is_acknowledged_up_to_max_users(
+    tmp_path: Path,
+) -> None:
+    """A round of at most three users and one frame of five fresh submissions: the first
+    three are stored together and acknowledged, the two after the round closed are refused
+    ``round-closed``, and the round's sum is exactly the three acknowledged ones'."""
+    limits = Limits(max_submissions_per_frame=8)
+    async with chain_with_client(
+        tmp_path, mixes=2, messages=2, users=3, chunk_size=4, limits=limits
+    ) as (_, client):
+        info = await client.current_round()
+        frame = [
+            submit(f"u{i}", client.wrap(payloads([i, 100 * i]), info), info.round_id)
+            for i in range(1, 6)
+        ]
+        give_up = asyncio.get_running_loop().time() + 20
+        out = await send_submissions(client._entry[0], frame, give_up=give_up)
+        assert out[:3] == [None, None, None]
+        assert all(isinstance(e, RoundClosed) for e in out[3:])
+        done = await asyncio.wait_for(result(client, info.round_id), 30)
+    assert done["status"] == "ok" and done["clients"] == 3
+    assert done["sum"] == sum(101 * i for i in (1, 2, 3))
+
+
 async def test_the_entry_mix_takes_a_full_frame_and_only_the_entry_mix_does(
     tmp_path: Path,
 ) -> None:
