@@ -123,14 +123,13 @@ class ServesSubmitMany:
             try:
                 if isinstance(submission, MixnetError):
                     raise submission
-                actions = self.emit(self.handle(submission))
+                actions = self.handle(submission)
+                if len(actions) == 1 and isinstance(actions[0], Peel):
+                    peels.append((index, actions[0]))  # nothing to emit: it only asks
+                else:
+                    waiting.append((index, self.emit(actions)))
             except Exception as exc:  # each submission is answered on its own
                 replies[index] = self._refusal(exc)
-                continue
-            if len(actions) == 1 and isinstance(actions[0], Peel):
-                peels.append((index, actions[0]))
-            else:
-                waiting.append((index, actions))
         opened, shared = (
             await self.peel_submissions([action for _, action in peels]) if peels else ([], [])
         )

@@ -227,16 +227,15 @@ def _pack(payloads: object, what: str = "payloads") -> tuple[bytes | memoryview,
         if not payloads:
             return b"", 0, 0
         return payloads.buffer(), payloads.width, len(payloads)
-    items = check_sequence(payloads, what)
-    if not all(isinstance(item, bytes) for item in items):
+    items = payloads if type(payloads) is tuple else check_sequence(payloads, what)
+    if not set(map(type, items)) <= {bytes} and not all(isinstance(i, bytes) for i in items):
         raise TypeError(f"every item of {what} must be bytes")
     blobs: Sequence[bytes] = items  # type: ignore[assignment]  # checked just above
     if not blobs:
         return b"", 0, 0
-    length = len(blobs[0])
-    if any(len(item) != length for item in blobs):
+    if len(set(map(len, blobs))) != 1:
         raise ValueError(f"all items of {what} must have the same length")
-    return b"".join(blobs), length, len(blobs)
+    return b"".join(blobs), len(blobs[0]), len(blobs)
 
 
 def _pack_announcements(value: object) -> bytes:

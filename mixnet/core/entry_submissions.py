@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from mixnet.admission import check_credential_client
 from mixnet.blame import PayloadValidator
 from mixnet.core.actions import Action, Peel, Persist, Reply
-from mixnet.core.intake import item_digest, submission_digest
+from mixnet.core.intake import item_digests, submission_digest
 from mixnet.core.records import AddSubmission, Submission
 from mixnet.core.rounds import RoundState
 from mixnet.core.status import RoundStatus
@@ -189,16 +189,23 @@ class EntrySubmissions:
         for index, (token, results) in enumerate(opened):
             if not isinstance(token, SubmitPeeled):
                 raise TypeError(f"not a submission token: {token!r}")
-            payloads = tuple(p for p in results if isinstance(p, bytes))
-            if len(payloads) != len(results):
-                outcomes.append(next(e for e in results if isinstance(e, MixnetError)))
-            elif len(payloads) != self.messages:
+            opened_items = tuple(results)
+            if not set(map(type, opened_items)) <= {bytes}:  # the box did not open
+                outcomes.append(
+                    next(
+                        (e for e in results if isinstance(e, MixnetError)),
+                        InternalError("a box opened to something other than items"),
+                    )
+                )
+                continue
+            payloads = cast("tuple[bytes, ...]", opened_items)
+            if len(payloads) != self.messages:
                 outcomes.append(
                     InternalError(f"a box opened to {len(payloads)} items, not {self.messages}")
                 )
             else:
                 outcomes.append([])
-                digests = [item_digest(p) for p in payloads] if filtered else []
+                digests = item_digests(payloads) if filtered else []
                 pending.append((index, token, payloads, digests))
         held = self._held(pending)
         fresh: dict[int, set[bytes]] = {}  # round -> digests accepted by this call
@@ -321,7 +328,7 @@ class EntrySubmissions:
         st = self.rounds[token.round_id]
         for client in token.clients:
             failed = st.pending.pop(client, ())
-            st.payload_digests.difference_update(item_digest(p) for p in failed)
+            st.payload_digests.difference_update(item_digests(failed))
             if st.entry is not None:
                 st.entry.release(client, reopen=False)
         return self._mix_if_ready(st)

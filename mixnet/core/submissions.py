@@ -102,10 +102,9 @@ class SubmissionTable(MutableMapping[str, Sequence[bytes]]):
                 this, row = (len(items), items.width), items.tobytes()
             else:
                 seq = tuple(items)
-                width = len(seq[0]) if seq else 0
-                if not all(isinstance(x, bytes) and len(x) == width for x in seq):
+                if not set(map(type, seq)) <= {bytes} or len(set(map(len, seq))) > 1:
                     raise ValueError("a submission's items are bytes of one length")
-                this, row = (len(seq), width), b"".join(seq)
+                this, row = (len(seq), len(seq[0]) if seq else 0), b"".join(seq)
             if shape is None:
                 if not this[0]:
                     raise ValueError("a submission has at least one item")
