@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -38,6 +38,8 @@ _ERROR_CODE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _MAX_ERROR_CODE_LENGTH = 64
 _SCALAR_TYPES = (type(None), bool, int, float, str, bytes)
 _CONTAINER_TYPES = (list, dict)
+#: Every type a decoded value may have (:func:`_check_value`).
+_ALLOWED_TYPES = frozenset(_SCALAR_TYPES + _CONTAINER_TYPES)
 
 
 # --------------------------------------------------------------------------- encoding
@@ -86,9 +88,11 @@ def _check_value(value: object) -> None:
 
 
 def _build_list(items: list[Any]) -> list[Any]:
-    """``list_hook``: check every element of a decoded array."""
-    for item in items:
-        _check_value(item)
+    """``list_hook``: check every element of a decoded array (their types at once; the
+    element at fault is looked for only when one is not allowed)."""
+    if not _ALLOWED_TYPES.issuperset(map(type, items)):
+        for item in items:
+            _check_value(item)
     return items
 
 
@@ -287,7 +291,11 @@ def get_bytes_list(
     is not ``item_length`` bytes. Counts are checked before any item.
     """
     items = _get_list(frame, key, count, max_count)
-    for index, item in enumerate(items):
+    if set(map(type, items)) <= {bytes}:
+        blobs = cast("list[bytes]", items)
+        if item_length is None or set(map(len, blobs)) <= {item_length}:
+            return blobs
+    for index, item in enumerate(items):  # find the item at fault
         if not isinstance(item, bytes):
             raise MalformedFrame(f"field {key!r} item {index} must be bytes")
         if item_length is not None and len(item) != item_length:
