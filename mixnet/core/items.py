@@ -140,11 +140,12 @@ class Items(Sequence[bytes]):
         if not isinstance(first, bytes):
             raise TypeError(f"items must be bytes, not {type(first).__name__}")
         size = len(first)
-        for item in seq:
-            if not isinstance(item, bytes):
-                raise TypeError(f"items must be bytes, not {type(item).__name__}")
-            if len(item) != size:
-                raise ValueError("all items must have the same length")
+        if not set(map(type, seq)) <= {bytes} or len(set(map(len, seq))) > 1:
+            for item in seq:  # find the item at fault
+                if not isinstance(item, bytes):
+                    raise TypeError(f"items must be bytes, not {type(item).__name__}")
+                if len(item) != size:
+                    raise ValueError("all items must have the same length")
         if size == 0:
             return cls(np.zeros((len(seq), 0), dtype=np.uint8))
         return cls.from_bytes(b"".join(seq), size)
