@@ -9,12 +9,18 @@ the transaction. Nothing here begins, commits or rolls back the transaction itse
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
+from mixnet.store_decode import Row
 from mixnet.store_rows import Statement
 
-__all__ = ["Refused", "apply_group", "apply_merged", "run_statement"]
+__all__ = ["MULTI_ROW", "Refused", "apply_group", "apply_merged", "insert_rows", "run_statement"]
+
+#: Most rows one multi-row ``INSERT`` of :func:`insert_rows` carries.
+MULTI_ROW = 128
 
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"})
 
@@ -50,7 +56,7 @@ def apply_merged(conn: sqlite3.Connection, groups: Sequence[Sequence[Statement]]
     conn.execute("SAVEPOINT merged")
     try:
         for k, sql in enumerate(shape):
-            conn.executemany(sql, [group[k].params for group in busy])
+            insert_rows(conn, sql, [group[k].params for group in busy])
     except sqlite3.IntegrityError:
         conn.execute("ROLLBACK TO merged")
         conn.execute("RELEASE merged")
@@ -85,9 +91,9 @@ def run_statement(conn: sqlite3.Connection, statement: Statement) -> None:
     """
     try:
         if statement.rows is not None:
-            cursor = conn.executemany(statement.sql, statement.rows)
-        else:
-            cursor = conn.execute(statement.sql, statement.params)
+            insert_rows(conn, statement.sql, statement.rows)
+            return  # (need_row is for single statements)
+        cursor = conn.execute(statement.sql, statement.params)
     except sqlite3.IntegrityError as exc:
         name = getattr(exc, "sqlite_errorname", "")
         if name == "SQLITE_CONSTRAINT_FOREIGNKEY":
@@ -97,3 +103,43 @@ def run_statement(conn: sqlite3.Connection, statement: Statement) -> None:
         raise Refused(f"the database refused a write: {exc}") from None
     if statement.need_row and cursor.rowcount < 1:
         raise Refused(statement.missing)
+
+
+def insert_rows(conn: sqlite3.Connection, sql: str, rows: Iterable[Row]) -> None:
+    """``conn.executemany(sql, rows)`` for a plain ``INSERT … VALUES (…)`` (its one values
+    tuple last), run as multi-row inserts of up to :data:`MULTI_ROW` rows each: one
+    statement step, so one release of the GIL, per part instead of per row (``executemany``
+    releases and takes it back around every row, which under load costs more than the row
+    itself). ``rows`` is read part by part. Other statements go to ``executemany``.
+
+    :raises sqlite3.Error: as ``executemany`` (rows of the failing part may be in the open
+        transaction; the callers roll back to their savepoint).
+    """
+    head, values = _split_values(sql)
+    if not values:
+        conn.executemany(sql, rows)
+        return
+    it = iter(rows)
+    while part := list(itertools.islice(it, MULTI_ROW)):
+        conn.execute(_multi_row(head, values, len(part)), [v for row in part for v in row])
+
+
+@lru_cache(maxsize=64)
+def _split_values(sql: str) -> tuple[str, str]:
+    """``(head, values)`` of ``head VALUES values`` when ``values`` is one parenthesised tuple
+    ending the statement; ``("", "")`` otherwise."""
+    head, sep, values = sql.rpartition(" VALUES ")
+    if (
+        not sep
+        or not head.lstrip().upper().startswith("INSERT INTO")
+        or not values.startswith("(")
+        or not values.endswith(")")
+        or values.count("(") != 1
+    ):
+        return "", ""
+    return head, values
+
+
+@lru_cache(maxsize=256)
+def _multi_row(head: str, values: str, count: int) -> str:
+    return f"{head} VALUES {', '.join([values] * count)}"

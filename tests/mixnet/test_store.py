@@ -275,16 +275,16 @@ def test_a_group_of_submissions_is_stored_in_order_as_one_write(store: NodeStore
     ``executemany`` per table): stored in order, beside other writes and runs of another
     round, and read back exactly as one write each would be."""
     ok(store, [new(1)], [new(2)])
-    first = [AddSubmission(1, sub(f"c{i}", i, count=3)) for i in range(40)]
+    first = [AddSubmission(1, sub(f"c{i}", i % 256, count=3)) for i in range(300)]
     other = [AddSubmission(2, sub(f"d{i}", 100 + i, count=1)) for i in range(3)]
-    ok(store, [*first[:30], *other, *first[30:], SetRound(1, clients=40)])
+    ok(store, [*first[:200], *other, *first[200:], SetRound(1, clients=300)])
     records = store.records()
     assert records.submissions == {
         1: tuple(w.submission for w in first),
         2: tuple(w.submission for w in other),
     }
     assert records.receipts[1] == {w.submission.client: w.submission.digest for w in first}
-    assert records.rounds[0].clients == 40
+    assert records.rounds[0].clients == 300
 
 
 def test_a_group_of_submissions_for_a_missing_round_is_refused_whole(store: NodeStore) -> None:
