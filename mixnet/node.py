@@ -374,8 +374,12 @@ class BaseNode(ServesSubmitMany, ServesHttp):
         try:
             while queue:
                 action = queue.popleft()
-                more = await self._do(action, reply)
-                queue.extendleft(reversed(more))
+                if type(action) is Reply:  # no coroutine per reply (a frame's are many)
+                    if reply is not None and not reply.done():
+                        reply.set_result(action.frame)
+                else:
+                    more = await self._do(action, reply)
+                    queue.extendleft(reversed(more))
                 if detach and queue and reply is not None and reply.done():
                     rest = list(queue)
                     queue.clear()
@@ -398,6 +402,8 @@ class BaseNode(ServesSubmitMany, ServesHttp):
                     self._pending.pop(id(action), None)
 
     async def _do(self, action: Action, reply: ReplySink | None) -> list[Action]:
+        """Carry out one action other than a :class:`Reply` (which :meth:`execute` resolves
+        itself); return the actions its outcome leads to."""
         match action:
             case Persist():
                 outcome = await self._pending.pop(id(action))
@@ -406,10 +412,6 @@ class BaseNode(ServesSubmitMany, ServesHttp):
                 return outcome
             case Send():
                 return await self._send(action.frame)
-            case Reply():
-                if reply is not None and not reply.done():
-                    reply.set_result(action.frame)
-                return []
             case Peel():
                 return self.emit(await self.peel(action))
             case Prove():

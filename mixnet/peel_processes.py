@@ -112,8 +112,10 @@ def unpack_results(
     content, width, split = job.content_length, job.width, job.split
     if len(opened) != (len(good) - len(failed)) * content:
         raise ValueError("a peel response's contents do not fit the items that opened")
-    if not bad and not failed and split == 1 and width > 0:
-        return Items.from_bytes(opened, width)
+    if not bad and not failed and width > 0:
+        if split == 1:
+            return Items.from_bytes(opened, width)
+        return [opened[i : i + width] for i in range(0, len(opened), width)]  # every box opened
     out: list[bytes | MixnetError] = []
     extend = out.extend
     at = 0

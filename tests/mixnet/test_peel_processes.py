@@ -165,11 +165,14 @@ def test_a_clean_relay_answer_is_items_and_an_entry_answer_a_list() -> None:
     got = unpack_results(relay, 3, [0, 1, 2], {}, opened, failures)
     assert isinstance(got, Items) and same(got, reference(relay, items))
     keys = [PUBLIC, bytes(PrivateKey.generate().public_key)]
-    box = wrap_submission([b"aaaa", b"bbbb"], keys, chain_id=CHAIN, round_id=7)
+    boxes = [
+        wrap_submission([v * 4, w * 4], keys, chain_id=CHAIN, round_id=7)
+        for v, w in ((b"a", b"b"), (b"c", b"d"), (b"e", b"f"))
+    ]
     entry = job_for(submission_length(4, 2, 2), hop=0, split=2)
-    opened, failures = peel_packed(entry, box)
-    got = unpack_results(entry, 1, [0], {}, opened, failures)
-    assert isinstance(got, list) and same(got, reference(entry, [box]))
+    opened, failures = peel_packed(entry, b"".join(boxes))
+    got = unpack_results(entry, 3, [0, 1, 2], {}, opened, failures)
+    assert isinstance(got, list) and same(got, reference(entry, boxes))
 
 
 @pytest.mark.parametrize(
