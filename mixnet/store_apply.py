@@ -17,10 +17,21 @@ from functools import lru_cache
 from mixnet.store_decode import Row
 from mixnet.store_rows import Statement
 
-__all__ = ["MULTI_ROW", "Refused", "apply_group", "apply_merged", "insert_rows", "run_statement"]
+__all__ = [
+    "MULTI_ROW",
+    "MULTI_ROW_BYTES",
+    "Refused",
+    "apply_group",
+    "apply_merged",
+    "insert_rows",
+    "run_statement",
+]
 
 #: Most rows one multi-row ``INSERT`` of :func:`insert_rows` carries.
 MULTI_ROW = 128
+#: About the most blob and text bytes one multi-row ``INSERT`` carries (sqlite copies what
+#: is bound, and a cached statement keeps its last values until it is used again).
+MULTI_ROW_BYTES = 1 << 20
 
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"})
 
@@ -31,9 +42,9 @@ class Refused(Exception):
 
 def apply_merged(conn: sqlite3.Connection, groups: Sequence[Sequence[Statement]]) -> bool:
     """The fast path of a group commit: when every non-empty group is the same list of plain
-    ``INSERT`` statements (e.g. one submission each), run each statement once for all groups
-    (``executemany``) in one savepoint. Returns ``True`` when every group is applied, or
-    ``False`` — having changed nothing — when the groups do not have that shape or the
+    single-row ``INSERT`` statements (e.g. one submission each), run each statement once for
+    all groups (:func:`insert_rows`) in one savepoint. Returns ``True`` when every group is
+    applied, or ``False`` — having changed nothing — when the groups do not have that shape or the
     database refused a row (the caller then applies group by group and reports which).
 
     :raises sqlite3.Error: a failure other than a refusal (it ends the transaction).
@@ -91,7 +102,10 @@ def run_statement(conn: sqlite3.Connection, statement: Statement) -> None:
     """
     try:
         if statement.rows is not None:
-            insert_rows(conn, statement.sql, statement.rows)
+            if statement.multi_row:
+                insert_rows(conn, statement.sql, statement.rows)
+            else:
+                conn.executemany(statement.sql, statement.rows)
             return  # (need_row is for single statements)
         cursor = conn.execute(statement.sql, statement.params)
     except sqlite3.IntegrityError as exc:
@@ -107,7 +121,8 @@ def run_statement(conn: sqlite3.Connection, statement: Statement) -> None:
 
 def insert_rows(conn: sqlite3.Connection, sql: str, rows: Iterable[Row]) -> None:
     """``conn.executemany(sql, rows)`` for a plain ``INSERT … VALUES (…)`` (its one values
-    tuple last), run as multi-row inserts of up to :data:`MULTI_ROW` rows each: one
+    tuple last), run as multi-row inserts of up to :data:`MULTI_ROW` rows (and about
+    :data:`MULTI_ROW_BYTES`, judged by each part's first row) each: one
     statement step, so one release of the GIL, per part instead of per row (``executemany``
     releases and takes it back around every row, which under load costs more than the row
     itself). ``rows`` is read part by part. Other statements go to ``executemany``.
@@ -120,7 +135,9 @@ def insert_rows(conn: sqlite3.Connection, sql: str, rows: Iterable[Row]) -> None
         conn.executemany(sql, rows)
         return
     it = iter(rows)
-    while part := list(itertools.islice(it, MULTI_ROW)):
+    while first := next(it, None):
+        size = sum(len(v) for v in first if isinstance(v, bytes | str | memoryview))
+        part = [first, *itertools.islice(it, min(MULTI_ROW, MULTI_ROW_BYTES // max(size, 1)) - 1)]
         conn.execute(_multi_row(head, values, len(part)), [v for row in part for v in row])
 
 

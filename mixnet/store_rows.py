@@ -160,6 +160,10 @@ class Statement:
     duplicate: str = "the row already exists"
     missing: str = "the round does not exist"
     need_row: bool = False
+    #: ``rows`` are small (a submission each): inserted in multi-row statements
+    #: (:func:`mixnet.store_apply.insert_rows`). Not for rows of large blobs, whose copies
+    #: the statement cache would hold (a part's worth) until the statement is used again.
+    multi_row: bool = False
 
 
 # --------------------------------------------------------------------------- validation
@@ -420,8 +424,8 @@ def _add_submissions(run: Sequence[AddSubmission]) -> tuple[Statement, ...]:
         receipts.append((r, client, digest))
         rows.append((r, client, digest, length, count, blob))
     return (
-        Statement(_RECEIPT, rows=receipts, missing=missing),
-        Statement(_SUBMISSION, rows=rows, missing=missing),
+        Statement(_RECEIPT, rows=receipts, missing=missing, multi_row=True),
+        Statement(_SUBMISSION, rows=rows, missing=missing, multi_row=True),
     )
 
 

@@ -44,6 +44,7 @@ from mixnet.core.status import RoundStatus
 from mixnet.errors import MixnetError
 from mixnet.keys import RoundKeyAnnouncement
 from mixnet.store import SCHEMA_VERSION, NodeStore, StoreError, StoreFailed
+from mixnet.store_rows import group_statements
 from tests.mixnet.chain_harness import MemoryStore
 from tests.mixnet.small_disk import small_disk
 
@@ -930,3 +931,12 @@ def test_store_agrees_with_the_memory_model(data: st.DataObject) -> None:
             assert store.records() == model.records()
         finally:
             store.close()
+
+
+def test_only_small_rows_are_inserted_many_to_a_statement() -> None:
+    """A frame's submissions go in multi-row inserts; an outbound batch's chunks (large
+    blobs, whose copies a cached multi-row statement would keep) one row per step."""
+    subs = group_statements([AddSubmission(1, sub(c, 1)) for c in "abc"])
+    assert [s.multi_row for s in subs] == [True, True]
+    outbound = group_statements([PutOutbound(1, batch((b"ab", b"cd"), (b"ef",), clients=3))])
+    assert [s.multi_row for s in outbound] == [False, False]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mixnet.store_apply import MULTI_ROW, insert_rows
+from mixnet.store_apply import MULTI_ROW, MULTI_ROW_BYTES, insert_rows
 
 SQL = "INSERT INTO t (k, v) VALUES (?, ?)"
 
@@ -72,3 +72,16 @@ def test_other_statements_go_to_executemany(conn: sqlite3.Connection, sql: str) 
     insert_rows(conn, sql, rows)
     conn.set_trace_callback(None)
     assert len(steps) == 2  # one per row
+
+
+def test_large_rows_go_in_parts_of_about_a_mebibyte(conn: sqlite3.Connection) -> None:
+    """sqlite copies what a statement binds and the statement cache keeps the last values:
+    rows of large blobs go a few at a time."""
+    size = MULTI_ROW_BYTES // 3 + 1
+    rows = [(k, bytes([k]) * size) for k in range(7)]
+    steps: list[str] = []
+    conn.set_trace_callback(steps.append)
+    insert_rows(conn, SQL, rows)
+    conn.set_trace_callback(None)
+    assert rows_of(conn) == rows
+    assert len(steps) == 4  # 2 + 2 + 2 + 1 rows
