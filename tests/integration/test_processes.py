@@ -186,3 +186,89 @@ def test_entry_mix_killed_with_sigkill_keeps_every_acknowledged_submission(
     assert raw["users"] == users
     assert Fraction(str(raw["estimate_exact"])) == Fraction(
         sum(quantize(v, k) for v in values), k)
+
+
+@pytest.mark.slow
+def test_entry_mix_killed_with_frames_in_flight_counts_every_user_once(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL the entry mix while a load generator streams ``submit-many`` frames, each
+    stored by one write: whether a frame was stored, half-sent or acknowledged when the node
+    died, the generator's resends after the restart are exact retries or fresh submissions,
+    and the round counts every user exactly once."""
+    import asyncio
+    import signal
+    import time
+
+    import numpy as np
+
+    from cloaknet.chain_init import free_ports
+    from cloaknet.chainfile import generate_node_keys, load_chain, write_chain_file
+    from cloaknet.client import connect
+    from cloaknet.encoding import quantize
+    from cloaknet.loadgen import LoadGenerator
+    from cloaknet.netdemo import HOST, _healthy, _Processes
+    from cloaknet.planner import plan
+    from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+
+    users = 400
+    chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
+    names = ["mix1", "mix2"]
+    keys = generate_node_keys(tmp_path, names)
+    ports = free_ports(HOST, 3)
+    config = ChainConfig(
+        chain_id="kill-frames",
+        mixes=tuple(NodeInfo(n, f"ws://127.0.0.1:{p}", keys[n])
+                    for n, p in zip(names, ports, strict=False)),
+        sink=NodeInfo("analyzer", f"ws://127.0.0.1:{ports[-1]}", None),
+        sink_table="analyzer",
+        policy=RoundPolicy(min_users=users, max_users=users, deadline_seconds=600.0),
+        sections={},
+    )
+    chain_path = tmp_path / "chain.toml"
+    write_chain_file(chain_path, config, chosen.params, chosen)
+    procs = _Processes(tmp_path)
+    base = ["--chain", str(chain_path), "--peel-processes", "0"]
+
+    def start(name: str) -> None:
+        extra = [] if name == "analyzer" else ["--key", str(tmp_path / f"{name}.key")]
+        procs.start(name, [*base, "--name", name, *extra])
+
+    def wait_healthy() -> None:
+        limit = time.monotonic() + 30
+        while not all(_healthy(p) for p in ports):
+            procs.check_alive()
+            assert time.monotonic() < limit, "nodes did not come up"
+            time.sleep(0.05)
+
+    values = np.random.default_rng(5).random(users).tolist()
+
+    async def run() -> tuple[dict[str, object], int]:
+        async with LoadGenerator(load_chain(chain_path), workers=2, connections=1,
+                                 per_frame=4, retry_for=60.0, processes=False) as load:  # fmt: skip
+            info = await load.current_round()
+            wrapped = await load.wrap(info, values)
+            sending = asyncio.create_task(load.send(info, wrapped))
+            await asyncio.sleep(0.15)  # some frames acknowledged, one in flight
+            entry = procs.procs["mix1"]
+            entry.send_signal(signal.SIGKILL)
+            entry.wait(timeout=10)
+            start("mix1")
+            await asyncio.to_thread(wait_healthy)
+            sent = await sending
+        async with connect(chain_path, connections=1) as net:
+            result = await net.result(info.round_id, timeout=120)
+        return result.raw, sent.submissions
+
+    try:
+        for name in ("analyzer", "mix2", "mix1"):
+            start(name)
+        wait_healthy()
+        raw, acknowledged = asyncio.run(run())
+    finally:
+        procs.stop_all()
+    k = chosen.params.precision
+    assert acknowledged == users
+    assert raw["users"] == users
+    assert Fraction(str(raw["estimate_exact"])) == Fraction(
+        sum(quantize(v, k) for v in values), k)
