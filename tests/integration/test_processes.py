@@ -112,6 +112,76 @@ def test_demo_carries_a_comparison_protocol() -> None:
     assert ideal.returncode == 0 and json.loads(ideal.stdout)["noise"] == "polya"
 
 
+class TwoMixChain:
+    """Two mixes and the analyzer as ``cloaknet node`` processes on free 127.0.0.1 ports,
+    with a sum-preserving plan for rounds of exactly ``users``; ``node_args`` go to every
+    node. For the tests that kill a node and start it again."""
+
+    def __init__(self, directory: Path, users: int, chain_id: str, *node_args: str) -> None:
+        from cloaknet.chain_init import free_ports
+        from cloaknet.chainfile import generate_node_keys, write_chain_file
+        from cloaknet.netdemo import HOST, _Processes
+        from cloaknet.planner import plan
+        from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
+
+        self.directory = directory
+        self.chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
+        names = ["mix1", "mix2"]
+        keys = generate_node_keys(directory, names)
+        self.ports = free_ports(HOST, 3)
+        config = ChainConfig(
+            chain_id=chain_id,
+            mixes=tuple(NodeInfo(n, f"ws://127.0.0.1:{p}", keys[n])
+                        for n, p in zip(names, self.ports, strict=False)),
+            sink=NodeInfo("analyzer", f"ws://127.0.0.1:{self.ports[-1]}", None),
+            sink_table="analyzer",
+            policy=RoundPolicy(min_users=users, max_users=users, deadline_seconds=600.0),
+            sections={},
+        )  # fmt: skip
+        self.path = directory / "chain.toml"
+        write_chain_file(self.path, config, self.chosen.params, self.chosen)
+        self.procs = _Processes(directory)
+        self.base = ["--chain", str(self.path), *node_args]
+
+    def start(self, name: str) -> None:
+        extra = [] if name == "analyzer" else ["--key", str(self.directory / f"{name}.key")]
+        self.procs.start(name, [*self.base, "--name", name, *extra])
+
+    def wait_healthy(self) -> None:
+        import time
+
+        from cloaknet.netdemo import _healthy
+
+        limit = time.monotonic() + 30
+        while not all(_healthy(p) for p in self.ports):
+            self.procs.check_alive()
+            assert time.monotonic() < limit, "nodes did not come up"
+            time.sleep(0.05)
+
+    def start_all(self) -> None:
+        for name in ("analyzer", "mix2", "mix1"):
+            self.start(name)
+        self.wait_healthy()
+
+    async def restart_entry_after_sigkill(self) -> None:
+        """SIGKILL the entry mix (no clean shutdown), start it again, wait until it serves."""
+        import asyncio
+        import signal
+
+        entry = self.procs.procs["mix1"]
+        entry.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(entry.wait, 10)
+        self.start("mix1")
+        await asyncio.to_thread(self.wait_healthy)
+
+    def exact(self, values: list[float]) -> Fraction:
+        """The rounded sum the analyzer must report for ``values``."""
+        from cloaknet.encoding import quantize
+
+        k = self.chosen.params.precision
+        return Fraction(sum(quantize(v, k) for v in values), k)
+
+
 @pytest.mark.slow
 def test_entry_mix_killed_with_sigkill_keeps_every_acknowledged_submission(
     tmp_path: Path,
@@ -119,73 +189,29 @@ def test_entry_mix_killed_with_sigkill_keeps_every_acknowledged_submission(
     """SIGKILL the entry mix mid-round (no clean shutdown), start it again: the submissions it
     acknowledged come back from sqlite and the round ends with the exact sum."""
     import asyncio
-    import signal
-    import time
 
-    from cloaknet.chain_init import free_ports
-    from cloaknet.chainfile import generate_node_keys, write_chain_file
     from cloaknet.client import connect
-    from cloaknet.encoding import quantize
-    from cloaknet.netdemo import HOST, _healthy, _Processes
-    from cloaknet.planner import plan
-    from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 
     users = 12
-    chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
-    names = ["mix1", "mix2"]
-    keys = generate_node_keys(tmp_path, names)
-    ports = free_ports(HOST, 3)
-    config = ChainConfig(
-        chain_id="kill",
-        mixes=tuple(NodeInfo(n, f"ws://127.0.0.1:{p}", keys[n])
-                    for n, p in zip(names, ports, strict=False)),
-        sink=NodeInfo("analyzer", f"ws://127.0.0.1:{ports[-1]}", None),
-        sink_table="analyzer",
-        policy=RoundPolicy(min_users=users, max_users=users, deadline_seconds=600.0),
-        sections={},
-    )
-    chain_path = tmp_path / "chain.toml"
-    write_chain_file(chain_path, config, chosen.params, chosen)
-    procs = _Processes(tmp_path)
-    base = ["--chain", str(chain_path)]
-
-    def start(name: str) -> None:
-        extra = [] if name == "analyzer" else ["--key", str(tmp_path / f"{name}.key")]
-        procs.start(name, [*base, "--name", name, *extra])
-
-    def wait_healthy() -> None:
-        limit = time.monotonic() + 30
-        while not all(_healthy(p) for p in ports):
-            procs.check_alive()
-            assert time.monotonic() < limit, "nodes did not come up"
-            time.sleep(0.05)
-
+    chain = TwoMixChain(tmp_path, users, "kill")
     values = [i / (users + 1) for i in range(users)]
 
     async def run() -> dict[str, object]:
-        async with connect(chain_path, connections=2) as net:
+        async with connect(chain.path, connections=2) as net:
             early = await asyncio.gather(*(net.submit(v) for v in values[: users // 2]))
-            entry = procs.procs["mix1"]
-            entry.send_signal(signal.SIGKILL)
-            entry.wait(timeout=10)
-            start("mix1")
-            await asyncio.to_thread(wait_healthy)
+            await chain.restart_entry_after_sigkill()
             late = await asyncio.gather(*(net.submit(v) for v in values[users // 2 :]))
             assert {r.round for r in early + late} == {early[0].round}
             result = await net.result(early[0].round, timeout=120)
             return result.raw
 
     try:
-        for name in ("analyzer", "mix2", "mix1"):
-            start(name)
-        wait_healthy()
+        chain.start_all()
         raw = asyncio.run(run())
     finally:
-        procs.stop_all()
-    k = chosen.params.precision
+        chain.procs.stop_all()
     assert raw["users"] == users
-    assert Fraction(str(raw["estimate_exact"])) == Fraction(
-        sum(quantize(v, k) for v in values), k)
+    assert Fraction(str(raw["estimate_exact"])) == chain.exact(values)
 
 
 @pytest.mark.slow
@@ -197,78 +223,35 @@ def test_entry_mix_killed_with_frames_in_flight_counts_every_user_once(
     died, the generator's resends after the restart are exact retries or fresh submissions,
     and the round counts every user exactly once."""
     import asyncio
-    import signal
-    import time
 
     import numpy as np
 
-    from cloaknet.chain_init import free_ports
-    from cloaknet.chainfile import generate_node_keys, load_chain, write_chain_file
+    from cloaknet.chainfile import load_chain
     from cloaknet.client import connect
-    from cloaknet.encoding import quantize
     from cloaknet.loadgen import LoadGenerator
-    from cloaknet.netdemo import HOST, _healthy, _Processes
-    from cloaknet.planner import plan
-    from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 
     users = 400
-    chosen = plan(users, 1.0, 1e-6, mode="sum-preserving")
-    names = ["mix1", "mix2"]
-    keys = generate_node_keys(tmp_path, names)
-    ports = free_ports(HOST, 3)
-    config = ChainConfig(
-        chain_id="kill-frames",
-        mixes=tuple(NodeInfo(n, f"ws://127.0.0.1:{p}", keys[n])
-                    for n, p in zip(names, ports, strict=False)),
-        sink=NodeInfo("analyzer", f"ws://127.0.0.1:{ports[-1]}", None),
-        sink_table="analyzer",
-        policy=RoundPolicy(min_users=users, max_users=users, deadline_seconds=600.0),
-        sections={},
-    )
-    chain_path = tmp_path / "chain.toml"
-    write_chain_file(chain_path, config, chosen.params, chosen)
-    procs = _Processes(tmp_path)
-    base = ["--chain", str(chain_path), "--peel-processes", "0"]
-
-    def start(name: str) -> None:
-        extra = [] if name == "analyzer" else ["--key", str(tmp_path / f"{name}.key")]
-        procs.start(name, [*base, "--name", name, *extra])
-
-    def wait_healthy() -> None:
-        limit = time.monotonic() + 30
-        while not all(_healthy(p) for p in ports):
-            procs.check_alive()
-            assert time.monotonic() < limit, "nodes did not come up"
-            time.sleep(0.05)
-
+    chain = TwoMixChain(tmp_path, users, "kill-frames", "--peel-processes", "0")
     values = np.random.default_rng(5).random(users).tolist()
 
     async def run() -> tuple[dict[str, object], int]:
-        async with LoadGenerator(load_chain(chain_path), workers=2, connections=1,
+        async with LoadGenerator(load_chain(chain.path), workers=2, connections=1,
                                  per_frame=4, retry_for=60.0, processes=False) as load:  # fmt: skip
             info = await load.current_round()
             wrapped = await load.wrap(info, values)
             sending = asyncio.create_task(load.send(info, wrapped))
             await asyncio.sleep(0.15)  # some frames acknowledged, one in flight
-            entry = procs.procs["mix1"]
-            entry.send_signal(signal.SIGKILL)
-            entry.wait(timeout=10)
-            start("mix1")
-            await asyncio.to_thread(wait_healthy)
+            await chain.restart_entry_after_sigkill()
             sent = await sending
-        async with connect(chain_path, connections=1) as net:
+        async with connect(chain.path, connections=1) as net:
             result = await net.result(info.round_id, timeout=120)
         return result.raw, sent.submissions
 
     try:
-        for name in ("analyzer", "mix2", "mix1"):
-            start(name)
-        wait_healthy()
+        chain.start_all()
         raw, acknowledged = asyncio.run(run())
     finally:
-        procs.stop_all()
-    k = chosen.params.precision
+        chain.procs.stop_all()
     assert acknowledged == users
     assert raw["users"] == users
-    assert Fraction(str(raw["estimate_exact"])) == Fraction(
-        sum(quantize(v, k) for v in values), k)
+    assert Fraction(str(raw["estimate_exact"])) == chain.exact(values)
