@@ -378,7 +378,7 @@ class BaseNode(ServesSubmitMany, ServesHttp):
                     if reply is not None and not reply.done():
                         reply.set_result(action.frame)
                 else:
-                    more = await self._do(action, reply)
+                    more = await self._do(action)
                     queue.extendleft(reversed(more))
                 if detach and queue and reply is not None and reply.done():
                     rest = list(queue)
@@ -401,7 +401,7 @@ class BaseNode(ServesSubmitMany, ServesHttp):
                 if isinstance(action, Persist):
                     self._pending.pop(id(action), None)
 
-    async def _do(self, action: Action, reply: ReplySink | None) -> list[Action]:
+    async def _do(self, action: Action) -> list[Action]:
         """Carry out one action other than a :class:`Reply` (which :meth:`execute` resolves
         itself); return the actions its outcome leads to."""
         match action:

@@ -411,34 +411,32 @@ def _add_submissions(run: Sequence[AddSubmission]) -> tuple[Statement, ...]:
     if len(run) == 1:
         return statements(run[0])
     r = check_int(run[0].round_id, "round_id")
+    rows = [_submission_row(r, write.submission) for write in run]
     missing = f"round {r} does not exist"
-    receipts: list[Row] = []
-    rows: list[Row] = []
-    for write in run:
-        item = write.submission
-        if not isinstance(item, Submission):
-            raise TypeError(f"submission must be a Submission, not {type(item).__name__}")
-        client = check_name(item.client, "client")
-        digest = _check_bytes(item.digest, "digest")
-        blob, length, count = _pack(item.payloads)
-        receipts.append((r, client, digest))
-        rows.append((r, client, digest, length, count, blob))
     return (
-        Statement(_RECEIPT, rows=receipts, missing=missing, multi_row=True),
+        Statement(_RECEIPT, rows=[row[:3] for row in rows], missing=missing, multi_row=True),
         Statement(_SUBMISSION, rows=rows, missing=missing, multi_row=True),
     )
 
 
 def _add_submission(r: int, item: object, missing: str) -> tuple[Statement, ...]:
+    row = _submission_row(r, item)
+    return (
+        Statement(_RECEIPT, row[:3], missing=missing),
+        Statement(_SUBMISSION, row, missing=missing),
+    )
+
+
+def _submission_row(r: int, item: object) -> Row:
+    """A submission's row of ``submissions`` (its first three values are its receipt's).
+
+    :raises TypeError, ValueError: see :func:`statements`."""
     if not isinstance(item, Submission):
         raise TypeError(f"submission must be a Submission, not {type(item).__name__}")
     client = check_name(item.client, "client")
     digest = _check_bytes(item.digest, "digest")
     blob, length, count = _pack(item.payloads)
-    return (
-        Statement(_RECEIPT, (r, client, digest), missing=missing),
-        Statement(_SUBMISSION, (r, client, digest, length, count, blob), missing=missing),
-    )
+    return (r, client, digest, length, count, blob)
 
 
 def _add_chunk(r: int, chunk: object, missing: str) -> tuple[Statement, ...]:
