@@ -42,12 +42,14 @@ from mixnet.chunk_signature import sign_chunk
 from mixnet.core.actions import Action, LoadIntake, Mix, Peel, Persist, Prove, Verify
 from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.entry import EntryMachine
+from mixnet.core.entry_submissions import SubmitPeeled
 from mixnet.core.intake import random_permutation, submission_digest
 from mixnet.core.items import Items
 from mixnet.core.records import EraseKey, NewRound
 from mixnet.core.relay import RelayMachine
 from mixnet.core.rounds import RoundKey
 from mixnet.core.status import Role, RoundStatus
+from mixnet.entry_peeled import PeeledTogether
 from mixnet.errors import InternalError, MixnetError, UnknownRound
 from mixnet.frames import (
     AbortRound,
@@ -140,6 +142,7 @@ class MixNode(BaseNode):
         )
         tasks = settings.peel_processes or settings.workers
         self._batches = PeelBatcher(self._peel_run, tasks)
+        self._together = PeeledTogether(self)
 
     # ------------------------------------------------------------------ the machine
 
@@ -290,6 +293,8 @@ class MixNode(BaseNode):
         the round ran (concurrent submissions overlap; their times are not added twice).
         """
         flat = await self._peel_items(action.round_id, action.split, action.items)
+        if isinstance(action.token, SubmitPeeled):  # a lone submit: decided with the others
+            return await self._together.decided_actions(action.token, flat)
         return self.machine.peeled(action.token, flat, self.clock())
 
     async def peel_submissions(

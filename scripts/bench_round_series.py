@@ -47,6 +47,14 @@ from scipy import stats
 ROUND_SCRIPT = Path(__file__).resolve().parent / "bench_round.py"
 OWN_OPTIONS = ("--json", "--dir", "--keep")
 CONFIDENCE = 0.95
+#: the round's quantities summarized over the runs (besides the per-node ones)
+QUANTITIES = (
+    "cpu_over_floor",
+    "cpu_seconds",
+    "floor_cpu_seconds",
+    "wall_seconds",
+    "submit_seconds",
+)
 
 
 class SeriesError(Exception):
@@ -108,16 +116,7 @@ def summarize_series(records: Sequence[dict[str, Any]], target: float | None) ->
     if len(shape) != 1:
         raise ValueError(f"the runs differ in users, mixes or messages: {sorted(shape)}")
     rows = [run_row(r) for r in records]
-    summary: dict[str, Any] = {
-        key: describe([row[key] for row in rows])
-        for key in (
-            "cpu_over_floor",
-            "cpu_seconds",
-            "floor_cpu_seconds",
-            "wall_seconds",
-            "submit_seconds",
-        )
-    }
+    summary: dict[str, Any] = {key: describe([row[key] for row in rows]) for key in QUANTITIES}
     for key in ("node_cpu_over_floor", "rss_over_ciphertext"):
         names = rows[0][key]
         summary[key] = {name: describe([row[key][name] for row in rows]) for name in names}
@@ -204,13 +203,7 @@ def print_series(series: dict[str, Any], console: Console) -> None:
         )
 
     s = series["summary"]
-    for key in (
-        "cpu_over_floor",
-        "cpu_seconds",
-        "floor_cpu_seconds",
-        "wall_seconds",
-        "submit_seconds",
-    ):
+    for key in QUANTITIES:
         add(key, s[key])
     for name, d in s["node_cpu_over_floor"].items():
         add(f"{name} cpu_over_floor", d)
