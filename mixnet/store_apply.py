@@ -95,11 +95,23 @@ def apply_group(conn: sqlite3.Connection, group: Sequence[Statement]) -> str | N
 
 
 def run_statement(conn: sqlite3.Connection, statement: Statement) -> None:
-    """Execute one statement of a write.
+    """Execute one statement of a write; one that need not zero what it deletes
+    (``zeroed=False``) runs with ``secure_delete`` off, which is set on again after it.
 
     :raises Refused: the database refuses it (a constraint fails, or ``need_row`` and no
         row changed). :raises sqlite3.Error: any other failure.
     """
+    if statement.zeroed:
+        _run(conn, statement)
+        return
+    conn.execute("PRAGMA secure_delete=OFF")
+    try:
+        _run(conn, statement)
+    finally:
+        conn.execute("PRAGMA secure_delete=ON")
+
+
+def _run(conn: sqlite3.Connection, statement: Statement) -> None:
     try:
         if statement.rows is not None:
             if statement.multi_row:

@@ -164,6 +164,10 @@ class Statement:
     #: (:func:`mixnet.store_apply.insert_rows`). Not for rows of large blobs, whose copies
     #: the statement cache would hold (a part's worth) until the statement is used again.
     multi_row: bool = False
+    #: what the statement deletes or overwrites is zeroed in the database pages
+    #: (``secure_delete``, the connection's default); ``False`` only for a delivered outbound
+    #: batch (:class:`~mixnet.core.records.DropOutbound`), whose bytes the successor has
+    zeroed: bool = True
 
 
 # --------------------------------------------------------------------------- validation
@@ -354,9 +358,12 @@ def statements(write: Write) -> tuple[Statement, ...]:
                 ),
             )
         case DropOutbound():
+            if not isinstance(write.delivered, bool):
+                raise TypeError(f"delivered must be a bool, not {type(write.delivered).__name__}")
+            zeroed = not write.delivered
             return (
-                Statement("DELETE FROM outbound_chunks WHERE round_id = ?", (r,)),
-                Statement("DELETE FROM outbound WHERE round_id = ?", (r,)),
+                Statement("DELETE FROM outbound_chunks WHERE round_id = ?", (r,), zeroed=zeroed),
+                Statement("DELETE FROM outbound WHERE round_id = ?", (r,), zeroed=zeroed),
             )
         case PutResult():
             sql = (

@@ -219,9 +219,15 @@ class AckOutbound:
 
 @dataclass(frozen=True)
 class DropOutbound:
-    """Delete the round's outbound batch (every chunk acknowledged)."""
+    """Delete the round's outbound batch. ``delivered``: the successor acknowledged every
+    chunk, so the rows hold only what it has (this mix's outputs; what links them to its
+    inputs is in the intake, which is zeroed when dropped): the store may leave their bytes
+    in its free pages instead of zeroing them (:class:`mixnet.store.NodeStore`, "Erasure").
+    A batch dropped for any other reason (replaced after an exclusion, a round given up) is
+    zeroed."""
 
     round_id: int
+    delivered: bool = False
 
 
 @dataclass(frozen=True)

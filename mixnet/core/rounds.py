@@ -282,7 +282,9 @@ class MixRounds:
         st.acked.clear()
         st.signatures.clear()
         return [
-            Persist((DropOutbound(st.round_id), SetRound(st.round_id, status=done))),
+            Persist(
+                (DropOutbound(st.round_id, delivered=True), SetRound(st.round_id, status=done))
+            ),
             *self._forwarded(st),
         ]
 

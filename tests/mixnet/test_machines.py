@@ -757,7 +757,7 @@ class TestEntryAfterMixing:
             m.on_reply(chunk1, BatchAck(1, 0), NOW)  # acknowledges another chunk
         assert m.on_reply(chunk0, BatchAck(1, 0), NOW) == []  # late duplicate
         assert m.on_reply(chunk1, BatchAck(1, 1), NOW) == [
-            Persist((DropOutbound(1), SetRound(1, status=S.FORWARDED))),
+            Persist((DropOutbound(1, delivered=True), SetRound(1, status=S.FORWARDED))),
             Send(Trace(1)),  # the chain's verdict on the batch
         ]
         assert m.status(1) is S.FORWARDED
@@ -957,7 +957,7 @@ class TestEntryRestore:
             Send(Batch(6, "mix1", 2, 3, 2, 5, (p[4],))),
         ]
         assert m.on_reply(Batch(6, "mix1", 2, 3, 2, 5, (p[4],)), BatchAck(6, 2), NOW) == [
-            Persist((DropOutbound(6), SetRound(6, status=S.FORWARDED))),
+            Persist((DropOutbound(6, delivered=True), SetRound(6, status=S.FORWARDED))),
             Send(Trace(6)),
         ]
         assert m.status(6) is S.FORWARDED
@@ -967,7 +967,7 @@ class TestEntryRestore:
         records = NodeRecords(rounds=(round_record(6, S.MIXED, clients=1),), outbound={6: outbound})
         m, acts = restore_entry(records)
         assert acts == [
-            Persist((DropOutbound(6), SetRound(6, status=S.FORWARDED))),
+            Persist((DropOutbound(6, delivered=True), SetRound(6, status=S.FORWARDED))),
             Send(Trace(6)),
         ]
         assert m.status(6) is S.FORWARDED
@@ -1328,7 +1328,7 @@ class TestRelayForwarding:
             Send(second),
         ]
         assert relay.on_reply(second, BatchAck(5, 1), NOW) == [
-            Persist((DropOutbound(5), SetRound(5, status=S.FORWARDED)))
+            Persist((DropOutbound(5, delivered=True), SetRound(5, status=S.FORWARDED)))
         ]
         assert relay.status(5) is S.FORWARDED
         assert relay.on_reply(second, BatchAck(5, 1), NOW) == []

@@ -739,6 +739,31 @@ def test_erased_and_dropped_bytes_leave_the_files(store: NodeStore, db: Path) ->
         assert rounds[1].secret_key == other
 
 
+def test_only_a_delivered_outbound_batch_is_dropped_without_zeroing(
+    store: NodeStore, db: Path
+) -> None:
+    """A batch dropped for another reason is zeroed like the intake; a delivered one (the
+    successor has every chunk) may stay in free pages, which saves writing zeros over it.
+    Either way ``secure_delete`` is on again afterwards."""
+    given, delivered = b"GIVEN-UP" + os.urandom(8), b"DELIVERED" + os.urandom(8)
+    items = [(marker * 16)[:144] for marker in (given, delivered)]
+    ok(store, [new(1)], [new(2)])
+    ok(store, [PutOutbound(1, batch(tuple([items[0]] * 200)))])
+    ok(store, [PutOutbound(2, batch(tuple([items[1]] * 200)))])
+    ok(store, [DropOutbound(1)], [DropOutbound(2, delivered=True)])
+    assert store.records().outbound == {}
+    conn = store._connection()
+    assert conn.execute("PRAGMA secure_delete").fetchone() == (1,)
+    store.close()  # checkpoints the WAL into the database file and removes it
+    assert files_containing(db.parent, given) == []
+    assert files_containing(db.parent, delivered) == ["node.db"]
+
+
+def test_drop_outbound_checks_its_flag(store: NodeStore) -> None:
+    with pytest.raises(TypeError, match="delivered must be a bool"):
+        store.apply([[DropOutbound(1, delivered=1)]])  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------- corruption
 
 
