@@ -7,8 +7,9 @@ event and one machine call per submission. :class:`PeeledTogether` collects the 
 peel finished in the same turn of the event loop and decides them with one
 :meth:`~mixnet.core.entry.EntryMachine.peeled_many`, as a ``submit-many`` frame's are: the
 accepted submissions of a round are stored by one write, whose commit answers each with its
-own ``accepted``; a refusal or an exact retry goes back to its own request at once. Nothing
-waits for a group to fill: a submission's decision happens in the loop turn its box opened.
+own ``accepted`` (routed as a frame's are, by :class:`~mixnet.node_many.SharedReplies`); a
+refusal or an exact retry goes back to its own request at once. Nothing waits for a group
+to fill: a submission's decision happens in the loop turn its box opened.
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ from mixnet.core.entry import EntryMachine
 from mixnet.core.entry_submissions import SubmitPeeled
 from mixnet.core.relay import RelayMachine
 from mixnet.errors import InternalError, MixnetError
-from mixnet.frames import Accepted, Frame
-from mixnet.node_many import ReplySink
+from mixnet.node_many import ReplySink, SharedReplies
 
-__all__ = ["PeeledTogether", "RoutedReplies"]
+__all__ = ["PeeledTogether"]
 
 _Waiting = tuple[SubmitPeeled, Sequence[bytes | MixnetError], "asyncio.Future[list[Action]]"]
 
@@ -45,31 +45,6 @@ class EntryNode(Protocol):
     ) -> None: ...
 
     def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]: ...
-
-
-class RoutedReplies:
-    """The :class:`~mixnet.node_many.ReplySink` of a shared write's actions: each
-    ``Reply(Accepted(round, client))`` resolves the future of the request waiting under
-    ``(round, client)`` with ``[Reply(accepted)]``; an error resolves every one not resolved
-    yet with it. Done when none is left."""
-
-    def __init__(self, waiting: dict[tuple[int, str], asyncio.Future[list[Action]]]) -> None:
-        self._waiting = waiting
-
-    def done(self) -> bool:
-        return not self._waiting
-
-    def set_result(self, result: Frame, /) -> None:
-        if isinstance(result, Accepted):
-            future = self._waiting.pop((result.round_id, result.client), None)
-            if future is not None and not future.done():
-                future.set_result([Reply(result)])
-
-    def set_exception(self, exception: BaseException, /) -> None:
-        waiting, self._waiting = self._waiting, {}
-        for future in waiting.values():
-            if not future.done():
-                future.set_exception(exception)
 
 
 class PeeledTogether:
@@ -127,15 +102,30 @@ class PeeledTogether:
         if decided.actions or waiting:
             # emitted now, before any request's own actions: its writes commit first
             shared = node.emit(decided.actions)
-            node.spawn(self._store(shared, RoutedReplies(waiting)), "storing submissions")
+            node.spawn(self._store(shared, waiting), "storing submissions")
         for (_, _, future), outcome in zip(live, decided.outcomes, strict=True):
             if isinstance(outcome, MixnetError):
                 future.set_exception(outcome)
             elif outcome is not None:
                 future.set_result(outcome)
 
-    async def _store(self, shared: list[Action], sink: RoutedReplies) -> None:
+    async def _store(
+        self, shared: list[Action], waiting: dict[tuple[int, str], asyncio.Future[list[Action]]]
+    ) -> None:
+        """Carry out the shared actions; each accepted submission's request gets
+        ``[Reply(Accepted(round, client))]`` once its write committed, or what refused it
+        (:class:`~mixnet.node_many.SharedReplies` routes the replies)."""
+        keys = list(waiting)
+        sink = SharedReplies({key: index for index, key in enumerate(keys)})
         try:
             await self._node.execute(shared, sink, detach=True)
-        finally:
-            sink.set_exception(InternalError("the node gave no answer"))  # if any is left
+        finally:  # also when cancelled: nobody is left waiting
+            answers = sink.answers()
+            for index, key in enumerate(keys):
+                future, answer = waiting[key], answers[index]
+                if future.done():
+                    continue
+                if isinstance(answer, BaseException):
+                    future.set_exception(answer)
+                else:
+                    future.set_result([Reply(answer)])

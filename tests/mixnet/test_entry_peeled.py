@@ -1,5 +1,5 @@
 """Lone ``submit`` frames whose boxes opened together are decided together
-(:mod:`mixnet.entry_peeled`): the reply routing on its own, then on a real chain — each
+(:mod:`mixnet.entry_peeled`), on a real chain: each
 submission still decided and answered on its own, the accepted ones stored by one write, a
 failed write refusing each of them, and concurrent submits over several connections summing
 exactly."""
@@ -12,12 +12,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from mixnet.client import MixnetClient
-from mixnet.core.actions import Action, Reply
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import AddSubmission, Write
-from mixnet.entry_peeled import RoutedReplies
 from mixnet.errors import BadLength, DuplicateClient, InternalError, MixnetError
-from mixnet.frames import Accepted, RoundKeys, Submit
+from mixnet.frames import Submit
 from mixnet.localchain import RunningChain
 from mixnet.mix import MixNode
 from mixnet.store import StoreError
@@ -49,22 +47,6 @@ async def serve(entry: MixNode, frame: Submit) -> dict[str, object]:
         return await entry._serve(frame)
     except MixnetError as exc:
         return entry._refusal(exc)
-
-
-async def test_routed_replies_answer_each_waiting_request_by_round_and_client() -> None:
-    loop = asyncio.get_running_loop()
-    a: asyncio.Future[list[Action]] = loop.create_future()
-    b: asyncio.Future[list[Action]] = loop.create_future()
-    sink = RoutedReplies({(1, "a"): a, (1, "b"): b})
-    sink.set_result(Accepted(2, "a"))  # another round's: nobody here waits for it
-    sink.set_result(RoundKeys(1, ()))  # not an acknowledgement
-    assert not a.done() and not sink.done()
-    sink.set_result(Accepted(1, "a"))
-    assert a.result() == [Reply(Accepted(1, "a"))] and not sink.done()
-    sink.set_exception(InternalError("write failed"))
-    assert isinstance(b.exception(), InternalError) and sink.done()
-    sink.set_exception(InternalError("again"))  # nobody left: nothing happens
-    assert a.result() == [Reply(Accepted(1, "a"))]
 
 
 async def test_lone_submits_opened_together_are_decided_once_each_on_its_own(
