@@ -1527,8 +1527,9 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
         twin_steps.append(make_step(mixes[1], item, stored, fresh_proofs)[1])
     assert twin_steps[0]["item"] != twin_steps[1]["item"]
     assert twin_steps[0]["inner"] == twin_steps[1]["inner"] == twin_onion.hex()
-    # -- signed chunks (§ 8.5): every mix signs each chunk it sends; mix1, mix2 and mix3 each
-    #    send one chunk, and each accusation carries the delivery of its first item
+    # -- signed chunks (§ 8.5): every mix but the last signs each chunk it sends; mix1 and
+    #    mix2 each send one chunk, and each accusation carries the delivery of its first item;
+    #    mix3's chunk to the analyzer is unsigned (§ 6.3)
     hop1_items = [layer_item(submissions[c], i, 1) for c, i in MIX1_ORDER]
     hop2_items = [layer_item(submissions[c], i, 2) for c, i in MIX2_ORDER]
     delivered = [alice_payloads[i] for i in MIX3_ORDER]
@@ -1537,7 +1538,6 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
         for mix, items, frame in (
             (mixes[0], hop1_items, "batch"),
             (mixes[1], hop2_items, "batch (mix2 to mix3)"),
-            (mixes[2], delivered, "batch (to the analyzer)"),
         )
     ]
     chunk_signatures = [bytes.fromhex(c["signature"]) for c in round_chunks]
@@ -1685,8 +1685,7 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
         frame_vector("excluded", m2, m1, "reply", to_wire(Excluded(ROUND))),
         frame_vector(
             "batch (to the analyzer)", m3, SINK, "request",
-            to_wire(Batch(ROUND, m3, 0, 1, 1, MESSAGES, tuple(delivered), excluded=1,
-                          signature=chunk_signatures[2])),
+            to_wire(Batch(ROUND, m3, 0, 1, 1, MESSAGES, tuple(delivered), excluded=1)),
         ),
         frame_vector(
             "subscribe", "client", SINK, "subscribe", {"type": "subscribe", "round": ROUND}

@@ -1,6 +1,7 @@
 """Who delivered what: signed chunks in the round machines (pure).
 
-Every mix signs the chunks it sends (:mod:`mixnet.chunk_signature`); a mix after the entry
+Every mix but the last signs the chunks it sends (:mod:`mixnet.chunk_signature`; the last
+mix's go to the sink, which checks none); a mix after the entry
 checks the signature of every chunk it receives and stores it with the chunk's items, which
 it reads back for the trace (:class:`~mixnet.core.actions.LoadIntake`; a restarted mix still
 shows what it received before). An accusation it

@@ -123,6 +123,10 @@ async def test_a_chain_of_mixes_and_a_sink_sums_exactly(tmp_path: Path) -> None:
         assert status["rounds"][0]["status"] == "confirmed"
         metrics = await http_get(f"http://{HOST}:{chain.sink.port}/metrics")
         assert 'mixnet_rounds_total{hop="3",node="sink",outcome="done"} 1.0' in metrics
+        # mix1 and mix2 sign the chunks they send to a mix (and mix2 and mix3 checked them);
+        # the last mix's go to the sink, which checks none: unsigned (docs/wire.md § 6.3)
+        signers = [m.machine.signing.sign if m.machine.signing else None for m in chain.mixes]
+        assert [sign is not None for sign in signers] == [True, True, False]
 
 
 async def test_an_exact_retry_after_a_restart_of_the_entry_mix_is_counted_once(
