@@ -8,8 +8,9 @@ the store: adopted when written, dropped when erased); peeling runs in parts of
 (:class:`~mixnet.peel_processes.PeelProcesses`, ``settings.peel_processes`` of them) or, with
 none, in a thread pool (libsodium releases the GIL), and small requests — the entry mix's
 submission boxes — are peeled many per task (:class:`~mixnet.peeling.PeelBatcher`);
-the permutation (:func:`~mixnet.core.intake.random_permutation`, OS CSPRNG) runs in a thread
-too and yields views of the round's buffer, not copies; the outbound chunks are signed in
+the permutation (:func:`~mixnet.core.outbound.permuted_chunks`, from a seed drawn from the
+OS CSPRNG, which the store keeps instead of the permuted batch) runs in a thread too and
+yields views of the round's buffer, not copies; the outbound chunks are signed in
 that thread as well (their Merkle roots are off the event loop). The entry mix also answers
 ``get-round``, drives the machine's timer and, on a chain
 with ``[admission]``, checks each submission's credential, token and signature
@@ -20,13 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import ssl
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
-import numpy as np
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
@@ -43,8 +44,9 @@ from mixnet.core.actions import Action, LoadIntake, Mix, Peel, Persist, Prove, V
 from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.entry import EntryMachine
 from mixnet.core.entry_submissions import SubmitPeeled
-from mixnet.core.intake import random_permutation, submission_digest
+from mixnet.core.intake import SEED_LENGTH, submission_digest
 from mixnet.core.items import Items
+from mixnet.core.outbound import permuted_chunks
 from mixnet.core.records import EraseKey, NewRound
 from mixnet.core.relay import RelayMachine
 from mixnet.core.rounds import RoundKey
@@ -452,7 +454,7 @@ class MixNode(BaseNode):
         started = self.clock()
         signing = self.machine.signing
         sign = None if signing is None else signing.sign
-        chunks, signatures = await asyncio.get_running_loop().run_in_executor(
+        chunks, signatures, seed = await asyncio.get_running_loop().run_in_executor(
             self.pool, _mix_cut_and_sign, action.payloads, action.chunk_size, action.round_id,
             sign,
         )  # fmt: skip
@@ -466,7 +468,7 @@ class MixNode(BaseNode):
             mix_seconds=self.clock() - started,
             dropped=0 if st is None else st.dropped,
         )
-        return self.machine.mixed(action.round_id, chunks, signatures)
+        return self.machine.mixed(action.round_id, chunks, signatures, seed=seed)
 
     # ------------------------------------------------------------------ entry mix
 
@@ -573,26 +575,14 @@ def _mix_cut_and_sign(
     chunk_size: int,
     round_id: int,
     sign: Callable[[int, int, Sequence[bytes]], bytes] | None,
-) -> tuple[list[Items], list[bytes] | None]:
-    """:func:`_mix_and_cut`, and each chunk's signature by ``sign`` (``None``: no
-    signatures), in the calling (worker) thread rather than on the event loop."""
-    chunks = _mix_and_cut(payloads, chunk_size)
+) -> tuple[list[Items], list[bytes] | None, bytes]:
+    """The round under a uniform permutation drawn from a fresh seed from the OS CSPRNG,
+    cut in chunks of ``chunk_size`` (:func:`~mixnet.core.outbound.permuted_chunks`: views of
+    the round's buffer, each gathered when it is stored or sent), each chunk's signature by
+    ``sign`` (``None``: no signatures), and the seed (the store keeps it instead of the
+    batch) — in the calling (worker) thread rather than on the event loop."""
+    seed = os.urandom(SEED_LENGTH)
+    chunks = permuted_chunks(payloads, seed, chunk_size)
     if sign is None:
-        return chunks, None
-    return chunks, [sign(round_id, index, chunk) for index, chunk in enumerate(chunks)]
-
-
-def _mix_and_cut(payloads: Sequence[bytes], chunk_size: int) -> list[Items]:
-    """The round under a uniform permutation from the OS CSPRNG
-    (:func:`~mixnet.core.intake.random_permutation`), cut in chunks of ``chunk_size``: views
-    of the round's buffer read through the permutation (nothing is copied here; each chunk
-    is gathered when it is stored or sent)."""
-    items = Items.of(payloads)
-    perm = random_permutation(len(items))
-    if len(items) < 1 << 31:
-        perm = perm.astype(np.int32)
-    mixed = items.take(perm)
-    del perm
-    return [mixed[i : i + chunk_size] for i in range(0, len(mixed), chunk_size)] or [
-        Items.empty(items.width)
-    ]
+        return chunks, None, seed
+    return chunks, [sign(round_id, index, chunk) for index, chunk in enumerate(chunks)], seed

@@ -26,9 +26,11 @@ equals the disk, and the store keeps no index that costs a random page per submi
 What is kept, per round (ids are ints in ``[0, 2**63)``): the round (status, times, ``n``,
 the X25519 secret key until erased, the signed round-key announcements); the intake
 (submissions at the entry mix, batch chunks downstream); the entry mix's receipts (client →
-submission digest); the outbound batch with per-chunk acknowledgements; the sink's result as
-JSON. A payload list is one blob (equal-length items concatenated) with its item length and
-count, so a round of 500,000 payloads costs one row per list, not one per payload.
+submission digest); the outbound batch with per-chunk acknowledgements — at a mix before the
+last only as the 32-byte seed of its permutation and each chunk's size, from which a restarted
+mix derives the chunks again out of the intake (:mod:`mixnet.core.outbound`); the sink's
+result as JSON. A payload list is one blob (equal-length items concatenated) with its item
+length and count, so a round of 500,000 payloads costs one row per list, not one per payload.
 
 Files: the database is created with mode 0600 whatever the umask, and its ``-wal`` and
 ``-shm`` files are set to 0600 when the store opens (SQLite gives files it creates later the
@@ -55,8 +57,10 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 
+from mixnet.core.intake import SEED_LENGTH
 from mixnet.core.records import (
     Chunk,
+    DerivedOutbound,
     NodeRecords,
     OutboundBatch,
     OutboundChunk,
@@ -97,7 +101,7 @@ __all__ = [
 ]
 
 #: Version of the schema this module writes; a database with another version is refused.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 #: The query of every stored chunk (``chunk_from_row`` takes each row after its round id).
@@ -142,6 +146,10 @@ class NodeStore:
     only this mix's outputs, which the successor has, while what links them to the mix's
     inputs is in the intake, zeroed when dropped; its bytes may stay in free pages, which
     saves writing zeros over the whole batch (about 120 MB at the entry mix at 10⁵ users).
+    A batch's row with its permutation seed, which links the outputs to the inputs as the
+    intake does, is zeroed whenever it is dropped, and its older page images leave the
+    ``-wal`` file with the intake's, at the checkpoint after the intake is dropped (which is
+    later: the intake stays until the round's trace is done).
     In WAL mode older page images stay in the ``-wal`` file until a checkpoint copies
     them and the WAL is reset, so :meth:`apply` runs ``wal_checkpoint(TRUNCATE)`` after
     committing an erasing write (``EraseKey``, ``DropIntake``, ``ForgetReceipts``). None of
@@ -401,28 +409,49 @@ class NodeStore:
             )
 
     @staticmethod
-    def _outbound(conn: sqlite3.Connection) -> dict[int, OutboundBatch]:
-        """Read every outbound batch. :raises CorruptRow, sqlite3.Error."""
+    def _outbound(conn: sqlite3.Connection) -> dict[int, OutboundBatch | DerivedOutbound]:
+        """Read every outbound batch: whole, or as its seed (a :class:`DerivedOutbound`).
+
+        :raises CorruptRow, sqlite3.Error."""
+        heads = {
+            stored_int(r): (stored_int(clients), stored_int(count), stored_int(excluded), seed)
+            for r, clients, count, excluded, seed in conn.execute(
+                "SELECT round_id, clients, count, excluded, seed FROM outbound ORDER BY round_id"
+            )
+        }
         parts: dict[int, list[OutboundChunk]] = {}
+        sizes: dict[int, list[int]] = {}
+        acks: dict[int, set[int]] = {}
         for r, index, length, count, blob, acked in conn.execute(
             "SELECT round_id, idx, item_length, item_count, payloads, acked"
             " FROM outbound_chunks ORDER BY round_id, idx"
         ):
             if acked not in (0, 1):
                 raise CorruptRow("an outbound chunk's acknowledgement is not 0 or 1")
-            chunk = OutboundChunk(stored_int(index), unpack(blob, length, count), acked == 1)
-            parts.setdefault(stored_int(r), []).append(chunk)
-        return {
-            stored_int(r): OutboundBatch(
-                stored_int(clients),
-                stored_int(count),
-                tuple(parts.get(stored_int(r), ())),
-                stored_int(excluded),
+            r, index = stored_int(r), stored_int(index)
+            head = heads.get(r)
+            if head is not None and head[3] is not None:  # stored as its seed
+                if blob != b"" or index != len(sizes.get(r, ())):
+                    raise CorruptRow("a seeded outbound chunk holds payloads or is out of order")
+                sizes.setdefault(r, []).append(stored_int(count))
+                if acked == 1:
+                    acks.setdefault(r, set()).add(index)
+                continue
+            chunk = OutboundChunk(index, unpack(blob, length, count), acked == 1)
+            parts.setdefault(r, []).append(chunk)
+        batches: dict[int, OutboundBatch | DerivedOutbound] = {}
+        for r, (clients, count, excluded, seed) in heads.items():
+            if seed is None:
+                batches[r] = OutboundBatch(clients, count, tuple(parts.get(r, ())), excluded)
+                continue
+            if not isinstance(seed, bytes) or len(seed) != SEED_LENGTH:
+                raise CorruptRow(f"an outbound batch's seed is not {SEED_LENGTH} bytes")
+            if sum(sizes.get(r, ())) != count:
+                raise CorruptRow("a seeded outbound batch's chunks do not add up to its count")
+            batches[r] = DerivedOutbound(
+                clients, count, seed, tuple(sizes.get(r, ())), frozenset(acks.get(r, ())), excluded
             )
-            for r, clients, count, excluded in conn.execute(
-                "SELECT round_id, clients, count, excluded FROM outbound ORDER BY round_id"
-            )
-        }
+        return batches
 
     def round(self, round_id: int) -> RoundRecord | None:
         """Return round ``round_id``, or ``None`` if it was never stored.

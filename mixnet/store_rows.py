@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import msgpack
 
+from mixnet.core.intake import SEED_LENGTH
 from mixnet.core.items import Items
 from mixnet.core.records import (
     AckOutbound,
@@ -59,7 +60,7 @@ ERASING = (EraseKey, DropIntake, ForgetReceipts)
 _MAX_ID = 1 << 63
 
 
-#: The tables of schema version 7 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
+#: The tables of schema version 8 (:data:`mixnet.store.SCHEMA_VERSION`). Version 4 dropped
 #: version 3's index on ``submissions (round_id, client)``. Version 5 changed what
 #: ``chunks.digests`` holds: the first 16 bytes of each item's chunk-signature Merkle leaf
 #: (:func:`mixnet.core.digests.replay_digests`); a relay that rebuilt its replay filter from
@@ -73,6 +74,9 @@ _MAX_ID = 1 << 63
 #: Version 7 added ``chunks.signature`` and ``chunks.received`` (:class:`~mixnet.core.records.
 #: Chunk`): a relay keeps a round's inputs on disk only and reads them back for a trace, with
 #: the sender's signed chunk as its delivery, also after a restart.
+#: Version 8 added ``outbound.seed``: a mix before the last stores its outbound batch as the
+#: seed of its permutation and each chunk's size (``outbound_chunks.payloads`` empty), and
+#: derives the chunks again from its stored intake after a restart (:mod:`mixnet.core.outbound`).
 SCHEMA = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -125,7 +129,8 @@ CREATE TABLE outbound (
     round_id INTEGER PRIMARY KEY REFERENCES rounds (round_id),
     clients  INTEGER NOT NULL,
     count    INTEGER NOT NULL,
-    excluded INTEGER NOT NULL
+    excluded INTEGER NOT NULL,
+    seed     BLOB
 );
 CREATE TABLE outbound_chunks (
     round_id    INTEGER NOT NULL REFERENCES outbound (round_id) ON DELETE CASCADE,
@@ -363,7 +368,8 @@ def statements(write: Write) -> tuple[Statement, ...]:
             zeroed = not write.delivered
             return (
                 Statement("DELETE FROM outbound_chunks WHERE round_id = ?", (r,), zeroed=zeroed),
-                Statement("DELETE FROM outbound WHERE round_id = ?", (r,), zeroed=zeroed),
+                # zeroed always: it may hold the seed, which links the outputs to the inputs
+                Statement("DELETE FROM outbound WHERE round_id = ?", (r,)),
             )
         case PutResult():
             sql = (
@@ -507,11 +513,16 @@ def _digests(value: object) -> bytes:
 
 
 def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, ...]:
+    """An outbound batch's rows: with a ``seed``, the seed and each chunk's item length and
+    count, no payloads (an empty blob each; recovery derives them again)."""
     batch = write.batch
     if not isinstance(batch, OutboundBatch):
         raise TypeError(f"batch must be an OutboundBatch, not {type(batch).__name__}")
     clients = check_int(batch.clients, "clients")
     count = check_int(batch.count, "count")
+    seed = batch.seed
+    if seed is not None and (not isinstance(seed, bytes) or len(seed) != SEED_LENGTH):
+        raise ValueError(f"an outbound batch's seed must be {SEED_LENGTH} bytes")
     parts: list[tuple[int, Items | bytes | memoryview, int, int]] = []
     lengths: set[int] = set()
     total = 0
@@ -526,6 +537,8 @@ def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, 
             data, length, items = part.payloads, part.payloads.width, len(part.payloads)
         else:
             data, length, items = _pack(part.payloads, f"chunks[{i}].payloads")
+        if seed is not None:
+            data = b""  # the seed stands for the payloads
         if items:
             lengths.add(length)
         total += items
@@ -541,8 +554,9 @@ def _put_outbound(r: int, write: PutOutbound, missing: str) -> tuple[Statement, 
         raise ValueError("count must equal the number of payloads in the chunks")
     return (
         Statement(
-            "INSERT INTO outbound (round_id, clients, count, excluded) VALUES (?, ?, ?, ?)",
-            (r, clients, count, check_int(batch.excluded, "excluded")),
+            "INSERT INTO outbound (round_id, clients, count, excluded, seed)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (r, clients, count, check_int(batch.excluded, "excluded"), seed),
             duplicate=f"round {r} already has an outbound batch",
             missing=missing,
         ),

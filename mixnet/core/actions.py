@@ -14,8 +14,9 @@ order** and feeds the outcome of some of them back as events:
   that is answered with a frame rather than an error).
 * :class:`Peel` — decrypt ``items`` with the round's key (in a thread pool), then call
   ``peeled(token, results)``.
-* :class:`Mix` — apply a uniformly random permutation to ``payloads`` (OS CSPRNG, off the
-  event loop), cut it in chunks of ``chunk_size``, then call ``mixed(round_id, chunks)``.
+* :class:`Mix` — apply a uniformly random permutation to ``payloads`` (from a seed from the
+  OS CSPRNG, off the event loop: :func:`~mixnet.core.outbound.permuted_chunks`), cut it in
+  chunks of ``chunk_size``, then call ``mixed(round_id, chunks, seed=seed)``.
 * :class:`Prove` — make a :class:`~mixnet.blame.Step` for each of ``items`` (inputs of this
   mix) with the round's key, off the event loop, then call ``proved(token, steps)``.
 * :class:`Verify` — check each accusation with the round keys ``keys`` (hop → X25519

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from mixnet.core.actions import Action, Persist, Send
 from mixnet.core.intake import EntryIntake, item_digest
+from mixnet.core.outbound import derive_outbound
 from mixnet.core.records import EraseKey, NodeRecords
 from mixnet.core.rounds import RoundState
 from mixnet.core.status import TERMINAL, RoundStatus
@@ -71,7 +72,10 @@ def resume_entry(m: EntryMachine, records: NodeRecords) -> list[Action]:
             actions += m._mix_if_ready(st)
         elif rec.status is RoundStatus.MIXED and r in records.outbound:
             st.submissions = SubmissionTable((sub.client, sub.payloads) for sub in subs)
-            actions += m._resume_outbound(st, records.outbound[r])
+            # a batch stored as its seed is derived again from the submissions, in the order
+            # they were stored, which is the order in which they were mixed
+            outbound = derive_outbound(records.outbound[r], st.submissions.all_items())
+            actions += m._resume_outbound(st, outbound)
         elif rec.status is RoundStatus.FORWARDED:
             st.submissions = SubmissionTable((sub.client, sub.payloads) for sub in subs)
             actions += m._forwarded(st)

@@ -24,6 +24,7 @@ default), vectorized, for whole rounds.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import secrets
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +33,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from nacl.bindings import randombytes_buf_deterministic
 
 from mixnet.core.digests import ReplayFilter, split_digests
 from mixnet.core.items import Items, RowArena
@@ -48,6 +50,7 @@ from mixnet.frames import client_id
 
 __all__ = [
     "ITEM_DIGEST_LENGTH",
+    "SEED_LENGTH",
     "BatchIntake",
     "ChunkOutcome",
     "EntryIntake",
@@ -58,6 +61,8 @@ __all__ = [
     "mix_batch",
     "random_permutation",
     "replay_positions",
+    "seeded_permutation",
+    "seeded_randbytes",
     "split_chunks",
     "submission_digest",
     "uniform_permutation",
@@ -430,6 +435,47 @@ def random_permutation(size: int, randbytes: RandBytes = os.urandom) -> npt.NDAr
         del keys, ordered
         if not tie:
             return order
+
+
+#: Bytes of the seed of a :func:`seeded_permutation`.
+SEED_LENGTH = 32
+_SEED_PERSON = b"mixnet-perm-draw"
+
+
+def seeded_randbytes(seed: bytes) -> RandBytes:
+    """The byte source of :func:`seeded_permutation`: its ``k``-th call (from 0) returns the
+    bytes asked for from libsodium's ``randombytes_buf_deterministic`` (ChaCha20) under a
+    key derived from ``seed``: ``seed`` itself for the first call, BLAKE2b-256 of ``k``
+    (8 bytes, big-endian) keyed with ``seed`` (personalised ``mixnet-perm-draw``) for a later
+    one — so that a draw repeated after a tie gets new bytes.
+
+    :raises ValueError: ``seed`` is not :data:`SEED_LENGTH` bytes.
+    """
+    if not isinstance(seed, bytes) or len(seed) != SEED_LENGTH:
+        raise ValueError(f"seed must be {SEED_LENGTH} bytes")
+    draws = itertools.count()
+
+    def randbytes(size: int) -> bytes:
+        k = next(draws)
+        key = seed if k == 0 else hashlib.blake2b(
+            k.to_bytes(8, "big"), key=seed, digest_size=SEED_LENGTH, person=_SEED_PERSON
+        ).digest()
+        return bytes(randombytes_buf_deterministic(size, key)) if size else b""
+
+    return randbytes
+
+
+def seeded_permutation(size: int, seed: bytes) -> npt.NDArray[np.intp]:
+    """:func:`random_permutation` with its keys drawn from ``seed`` (:func:`seeded_randbytes`)
+    instead of the OS CSPRNG: the same ``size`` and ``seed`` give the same permutation
+    again. With a seed of :data:`SEED_LENGTH` bytes from the OS CSPRNG the permutation is
+    uniform up to ChaCha20's indistinguishability from random bytes (the construction the
+    kernel's own CSPRNG uses), and a mix that stores the seed can derive its outbound batch
+    again after a restart instead of storing it (:mod:`mixnet.core.outbound`).
+
+    :raises ValueError: ``size < 0``, or ``seed`` is not :data:`SEED_LENGTH` bytes.
+    """
+    return random_permutation(size, seeded_randbytes(seed))
 
 
 def replay_positions(

@@ -25,6 +25,7 @@ __all__ = [
     "AddChunk",
     "AddSubmission",
     "Chunk",
+    "DerivedOutbound",
     "DropIntake",
     "DropOutbound",
     "EraseKey",
@@ -127,11 +128,32 @@ class OutboundChunk:
 @dataclass(frozen=True)
 class OutboundBatch:
     """A round's permuted outbound batch: ``count`` payloads from ``clients`` clients, with
-    ``excluded`` submissions traced and left out (the last mix's, after the trace)."""
+    ``excluded`` submissions traced and left out (the last mix's, after the trace).
+
+    ``seed``: the 32-byte seed whose permutation of the round's intake the chunks are
+    (:func:`mixnet.core.outbound.permuted_chunks`), or ``None``. With a seed the store keeps
+    the seed and the chunks' sizes instead of their payloads, and returns a
+    :class:`DerivedOutbound`, from which recovery derives the chunks again."""
 
     clients: int
     count: int
     chunks: tuple[OutboundChunk, ...]
+    excluded: int = 0
+    seed: bytes | None = None
+
+
+@dataclass(frozen=True)
+class DerivedOutbound:
+    """An outbound batch the store kept as its permutation's ``seed``: ``sizes[i]`` items
+    in chunk ``i``, the chunks in ``acked`` acknowledged by the successor.
+    :func:`mixnet.core.outbound.derive_outbound` rebuilds the :class:`OutboundBatch` from
+    the round's intake."""
+
+    clients: int
+    count: int
+    seed: bytes
+    sizes: tuple[int, ...]
+    acked: frozenset[int] = frozenset()
     excluded: int = 0
 
 
@@ -263,5 +285,5 @@ class NodeRecords:
     submissions: Mapping[int, tuple[Submission, ...]] = field(default_factory=dict)
     receipts: Mapping[int, Mapping[str, bytes]] = field(default_factory=dict)
     chunks: Mapping[int, tuple[Chunk, ...]] = field(default_factory=dict)
-    outbound: Mapping[int, OutboundBatch] = field(default_factory=dict)
+    outbound: Mapping[int, OutboundBatch | DerivedOutbound] = field(default_factory=dict)
     results: Mapping[int, Mapping[str, object]] = field(default_factory=dict)

@@ -33,7 +33,8 @@ from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.digests import replay_digests
 from mixnet.core.downstream import ChunkReceiver
 from mixnet.core.items import Items
-from mixnet.core.records import EraseKey, NewRound, NodeRecords, SetRound
+from mixnet.core.outbound import derive_outbound
+from mixnet.core.records import EraseKey, NewRound, NodeRecords, OutboundBatch, SetRound
 from mixnet.core.rounds import (
     KeyFactory,
     MixRounds,
@@ -269,17 +270,30 @@ class RelayMachine(ChunkReceiver, TracingMix):
     def _batch_complete(self, st: RoundState, payloads: list[bytes]) -> list[Action]:
         st.batch = None
         self._note_duplicates(st, [payloads])
-        kept: Sequence[bytes] = payloads
-        if st.duplicates:  # no copy goes on: the trace accuses the inputs that made them
-            keep = [i for i, p in enumerate(payloads) if p not in st.duplicates]
-            if isinstance(payloads, Items):
-                kept = payloads.take(np.asarray(keep, dtype=np.intp))
-            else:
-                kept = [payloads[i] for i in keep]
         return [
             Persist((SetRound(st.round_id, status=RoundStatus.CLOSED, clients=st.clients),)),
-            *self._start_mix(st, kept, st.clients or 0),
+            *self._start_mix(st, self._to_mix(st, payloads), st.clients or 0),
         ]
+
+    @staticmethod
+    def _to_mix(st: RoundState, payloads: Sequence[bytes]) -> Sequence[bytes]:
+        """What of the round's outputs ``payloads`` (in chunk order) is mixed: all but the
+        duplicates (no copy goes on: the trace accuses the inputs that made them)."""
+        if not st.duplicates:
+            return payloads
+        keep = [i for i, p in enumerate(payloads) if p not in st.duplicates]
+        if isinstance(payloads, Items):
+            return payloads.take(np.asarray(keep, dtype=np.intp))
+        return [payloads[i] for i in keep]
+
+    def _stored_outbound(self, st: RoundState, records: NodeRecords) -> OutboundBatch:
+        """Recovery of a mixed round (its outputs held again, :meth:`_restore_held`): its
+        stored outbound batch, derived again from its outputs if the store kept its seed."""
+        stored = records.outbound[st.round_id]
+        if isinstance(stored, OutboundBatch):
+            return stored
+        outputs = Items.of([p for i in sorted(st.chunk_payloads) for p in st.chunk_payloads[i]])
+        return derive_outbound(stored, self._to_mix(st, outputs))
 
     # ------------------------------------------------------------------ recovery
 
@@ -335,13 +349,16 @@ class RelayMachine(ChunkReceiver, TracingMix):
             elif rec.status is RoundStatus.MIXED and r in records.outbound:
                 m._restore_held(st, records)
                 if last:
-                    st.outbound = records.outbound[r]
+                    st.outbound = m._stored_outbound(st, records)
                 else:
-                    actions += m._resume_outbound(st, records.outbound[r])
+                    actions += m._resume_outbound(st, m._stored_outbound(st, records))
             elif rec.status is RoundStatus.FORWARDED:
                 m._restore_held(st, records)
             elif rec.status is RoundStatus.RELEASED and r in records.outbound:
-                actions += m._resume_outbound(st, records.outbound[r])
+                released = records.outbound[r]
+                if not isinstance(released, OutboundBatch):  # only the last mix releases
+                    raise ValueError(f"round {r}: a released batch is stored whole")
+                actions += m._resume_outbound(st, released)
             elif rec.secret_key is not None and rec.status in (
                 RoundStatus.CONFIRMED,
                 RoundStatus.ABORTED,

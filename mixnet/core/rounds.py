@@ -213,14 +213,22 @@ class MixRounds:
         round_id: int,
         chunks: Sequence[Sequence[bytes]],
         signatures: Sequence[bytes] | None = None,
+        *,
+        seed: bytes | None = None,
     ) -> list[Action]:
         """Event: the adapter permuted the round's payloads and cut them into ``chunks``
         (and, if ``signatures`` are given, signed each chunk: ``signing.sign(round_id, i,
         chunks[i])``, off the event loop; used for the chunks passed as
         :class:`~mixnet.core.items.Items`, which the outbound batch holds as they are).
+        ``seed``, if given, must be the seed the chunks were made from:
+        ``chunks == permuted_chunks(payloads, seed, chunk_size)`` for the payloads and chunk
+        size of the :class:`~mixnet.core.actions.Mix` action
+        (:func:`~mixnet.core.outbound.permuted_chunks`).
 
-        Stores the outbound batch, drops the intake and erases the round key in one
-        transaction (status ``MIXED``), then sends the first chunk.
+        Stores the outbound batch (as its seed, if given, except at the last mix, which may
+        have to replace its batch after an exclusion), keeps the intake and, at the entry
+        mix, erases the round key in one transaction (status ``MIXED``), then sends the
+        first chunk.
         """
         st = self.rounds[round_id]
         clients = st.clients or 0
@@ -231,6 +239,7 @@ class MixRounds:
                 OutboundChunk(i, c if isinstance(c, Items) else tuple(c))
                 for i, c in enumerate(chunks)
             ),
+            seed=None if self.role is Role.LAST else seed,
         )
         self._move(st, RoundStatus.MIXED)
         st.outbound = outbound

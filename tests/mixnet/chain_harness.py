@@ -33,13 +33,15 @@ from mixnet.core.actions import (
     Verify,
 )
 from mixnet.core.entry import EntryMachine
-from mixnet.core.intake import split_chunks
+from mixnet.core.intake import SEED_LENGTH
+from mixnet.core.outbound import permuted_chunks
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import (
     AckOutbound,
     AddChunk,
     AddSubmission,
     Chunk,
+    DerivedOutbound,
     DropIntake,
     DropOutbound,
     EraseKey,
@@ -169,6 +171,7 @@ class MemoryStore:
                         for c in batch.chunks
                     ),
                     batch.excluded,
+                    batch.seed,
                 )
             case DropOutbound():
                 self.outbound.pop(w.round_id, None)
@@ -189,9 +192,24 @@ class MemoryStore:
             chunks={
                 r: tuple(chunk(c[k]) for k in sorted(c)) for r, c in self.chunks.items()
             },
-            outbound=dict(self.outbound),
+            outbound={r: as_stored(b) for r, b in self.outbound.items()},
             results=dict(self.results),
         )
+
+
+def as_stored(batch: OutboundBatch) -> OutboundBatch | DerivedOutbound:
+    """An outbound batch as the sqlite store returns it: whole, or, with a seed, the seed,
+    the chunks' sizes and acknowledgements."""
+    if batch.seed is None:
+        return batch
+    return DerivedOutbound(
+        batch.clients,
+        batch.count,
+        batch.seed,
+        tuple(len(c.payloads) for c in batch.chunks),
+        frozenset(c.index for c in batch.chunks if c.acked),
+        batch.excluded,
+    )
 
 
 def _short(item: object) -> str:
@@ -616,12 +634,13 @@ class MemoryChain:
                 return m.peeled(action.token, fake_peel(action.items, action.split), self.now)
             case Mix():
                 assert not isinstance(m, SinkMachine)
-                items = list(action.payloads)
-                self.rng.shuffle(items)
-                chunks = split_chunks(items, action.chunk_size)
+                # as the adapter: a permutation from a seed, which the store keeps instead
+                # of the batch (at mixes before the last), so that a restart derives it
+                seed = self.rng.randbytes(SEED_LENGTH)
+                chunks = permuted_chunks(action.payloads, seed, action.chunk_size)
                 node.tasks.append(
                     Task(
-                        deque(node.emit(m.mixed(action.round_id, chunks))),
+                        deque(node.emit(m.mixed(action.round_id, chunks, seed=seed))),
                         incarnation=node.incarnation,
                     )
                 )

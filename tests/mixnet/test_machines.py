@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import pytest
@@ -44,12 +44,14 @@ from mixnet.core.entry import (
     SubmitPeeled,
 )
 from mixnet.core.intake import submission_digest
+from mixnet.core.outbound import permuted_chunks
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.records import (
     AckOutbound,
     AddChunk,
     AddSubmission,
     Chunk,
+    DerivedOutbound,
     DropIntake,
     DropOutbound,
     EraseKey,
@@ -95,7 +97,7 @@ from mixnet.frames import (
     Trace,
 )
 from mixnet.keys import RoundKeyAnnouncement
-from tests.mixnet.chain_harness import MemoryChain, Node, fake_peel
+from tests.mixnet.chain_harness import MemoryChain, Node, as_stored, fake_peel
 
 S = RoundStatus
 A = TypeVar("A")
@@ -962,6 +964,61 @@ class TestEntryRestore:
         ]
         assert m.status(6) is S.FORWARDED
 
+    def test_a_mixed_round_stored_as_its_seed_resumes_with_the_same_chunks(self) -> None:
+        """A batch the store kept as its permutation seed is derived again from the stored
+        submissions, in their stored order: the chunk resumed is the one first sent."""
+        subs = [stored_submission(c, 6)[1] for c in ("a", "b", "c")]
+        payloads = [p for sub in subs for p in sub.payloads]
+        seed = bytes(range(32))
+        chunks = permuted_chunks(payloads, seed, 2)
+        assert [len(c) for c in chunks] == [2, 2, 2]
+        derived = DerivedOutbound(3, 6, seed, (2, 2, 2), frozenset({0}))
+        records = NodeRecords(
+            rounds=(round_record(6, S.MIXED, clients=3),),
+            submissions={6: tuple(subs)},
+            receipts={6: {s.client: s.digest for s in subs}},
+            outbound={6: derived},
+        )
+        _, acts = restore_entry(records)
+        assert acts == [Send(Batch(6, "mix1", 1, 3, 3, 6, tuple(chunks[1])))]
+        # another seed, or the submissions in another order, would give other chunks
+        assert list(permuted_chunks(payloads, bytes(32), 2)[1]) != list(chunks[1])
+        swapped = [p for sub in (subs[1], subs[0], subs[2]) for p in sub.payloads]
+        assert list(permuted_chunks(swapped, seed, 2)[1]) != list(chunks[1])
+
+    def test_a_live_mix_stored_as_its_seed_resumes_after_a_restart(self) -> None:
+        """The live path: the round is mixed with a seed and the write keeps the seed; a
+        restart from what the store then returns (the seed, the chunks' sizes, chunk 0
+        acknowledged) sends the very chunk the live machine would have sent next."""
+        policy = RoundPolicy(3, 3, DEADLINE_S, "abort", chunk_size=2)
+        m, _ = open_entry(policy)
+        mix = one([a for c in ("a", "b", "c") for a in store(m, submit_frame(c))], Mix)
+        seed = b"\x07" * 32
+        chunks = permuted_chunks(mix.payloads, seed, mix.chunk_size)
+        acts = m.mixed(1, chunks, seed=seed)
+        (put,) = [w for a in acts if isinstance(a, Persist) for w in a.writes
+                  if isinstance(w, PutOutbound)]  # fmt: skip
+        assert put.batch.seed == seed
+        first = one(acts, Send).frame
+        assert isinstance(first, Batch) and first.payloads == tuple(chunks[0])
+        head, *rest = put.batch.chunks
+        stored = as_stored(replace(put.batch, chunks=(replace(head, acked=True), *rest)))
+        assert stored == DerivedOutbound(3, 6, seed, (2, 2, 2), frozenset({0}))
+        st = m.rounds[1]
+        subs = tuple(
+            Submission(c, st.receipts[c], tuple(st.submissions[c])) for c in ("a", "b", "c")
+        )
+        records = NodeRecords(
+            rounds=(round_record(1, S.MIXED, clients=3),),
+            submissions={1: subs},
+            outbound={1: stored},
+        )
+        _, resumed = EntryMachine.restore(
+            records, NOW, name="mix1", hops=HOPS, messages=M, box_length=ENTRY_BOX,
+            policy=policy, keys=Keys("mix1", 1),
+        )  # fmt: skip
+        assert resumed == [Send(Batch(1, "mix1", 1, 3, 3, 6, tuple(chunks[1])))]
+
     def test_a_mixed_round_with_every_chunk_acknowledged_is_forwarded(self) -> None:
         outbound = OutboundBatch(1, 1, (OutboundChunk(0, (b"x" * RELAY_ITEM,), acked=True),))
         records = NodeRecords(rounds=(round_record(6, S.MIXED, clients=1),), outbound={6: outbound})
@@ -1434,6 +1491,26 @@ class TestRelayRestore:
         relay, acts = restore_relay(records)
         assert acts == [Send(Batch(5, "mix2", 1, 2, 2, 3, (b"b" * 16,)))]
         assert relay.on_batch(chunk_frame(0, [])) == [Reply(BatchAck(5, 0))]
+
+    def test_a_mixed_round_stored_as_its_seed_resumes_from_its_outputs(self) -> None:
+        """A relay's batch kept as its seed is derived again from the stored chunks'
+        outputs, in chunk order, without the onions that several inputs peeled to."""
+        twin = b"t" * RELAY_ITEM
+        outputs = {0: (b"a" * RELAY_ITEM, twin), 1: (twin, b"b" * RELAY_ITEM)}
+        chunk_records = tuple(
+            Chunk(PRED, i, 2, 2, 4, 0, outputs[i], b"", ()) for i in (0, 1)
+        )
+        seed = b"\x05" * 32
+        kept = [b"a" * RELAY_ITEM, b"b" * RELAY_ITEM]  # the twin's copies go nowhere
+        chunks = permuted_chunks(kept, seed, 1)
+        records = NodeRecords(
+            rounds=(RoundRecord(5, S.MIXED, NOW, clients=2, secret_key=b"k" * 32),),
+            chunks={5: chunk_records},
+            outbound={5: DerivedOutbound(2, 2, seed, (1, 1), frozenset({0}))},
+        )
+        relay, acts = restore_relay(records)
+        assert acts == [Send(Batch(5, "mix2", 1, 2, 2, 2, tuple(chunks[1])))]
+        assert relay.rounds[5].duplicates == {twin}
 
     def test_terminal_rounds_with_a_key_have_it_erased(self) -> None:
         records = NodeRecords(

@@ -25,6 +25,7 @@ from mixnet.core.records import (
     AddChunk,
     AddSubmission,
     Chunk,
+    DerivedOutbound,
     DropIntake,
     DropOutbound,
     EraseKey,
@@ -103,8 +104,8 @@ def refused(result: StoreError | None, match: str) -> None:
 
 
 def test_new_store_is_wal_and_versioned(store: NodeStore, db: Path) -> None:
-    assert SCHEMA_VERSION == 7
-    assert store.get_meta("schema_version") == "7"
+    assert SCHEMA_VERSION == 8
+    assert store.get_meta("schema_version") == "8"
     conn = raw(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
@@ -148,7 +149,7 @@ def test_schema_version_1_is_refused_with_one_clear_line(db: Path) -> None:
 
 @pytest.mark.parametrize(
     ("value", "match"),
-    [("5", "older version"), ("6", "older version"), ("8", "newer version"), (None, "no readable")],
+    [("6", "older version"), ("7", "older version"), ("9", "newer version"), (None, "no readable")],
 )
 def test_other_schema_versions_are_refused(db: Path, value: str | None, match: str) -> None:
     NodeStore(db).close()
@@ -759,6 +760,58 @@ def test_only_a_delivered_outbound_batch_is_dropped_without_zeroing(
     assert files_containing(db.parent, delivered) == ["node.db"]
 
 
+def test_an_outbound_batch_with_a_seed_keeps_the_seed_and_sizes_not_the_payloads(
+    store: NodeStore, db: Path
+) -> None:
+    """A batch stored as its permutation seed comes back as a ``DerivedOutbound`` (the
+    seed, each chunk's size, the acknowledgements); its payloads are in no file. Dropped,
+    even delivered, the seed is zeroed: it links the outputs to the inputs."""
+    seed, marker = os.urandom(32), b"OUTPUT" + os.urandom(8)
+    items = tuple((marker * 10)[:100] for _ in range(3))
+    seeded = replace(batch(items[:2], items[2:]), seed=seed)
+    ok(store, [new(1)], [new(2)])
+    ok(store, [PutOutbound(1, seeded), AckOutbound(1, 1)])
+    assert store.records().outbound == {1: DerivedOutbound(2, 3, seed, (2, 1), frozenset({1}))}
+    ok(store, [PutOutbound(2, replace(batch(clients=0), seed=seed))])
+    assert store.records().outbound[2] == DerivedOutbound(0, 0, seed, ())
+    ok(store, [DropOutbound(2)])
+    store.close()
+    assert files_containing(db.parent, marker) == []
+    assert files_containing(db.parent, seed) == ["node.db"]
+    with NodeStore(db) as again:
+        ok(again, [DropOutbound(1, delivered=True)])
+        assert again.records().outbound == {}
+    assert files_containing(db.parent, seed) == []
+
+
+@pytest.mark.parametrize("seed", [b"", b"s" * 31, b"s" * 33, "s" * 32])
+def test_put_outbound_checks_the_seed(store: NodeStore, seed: object) -> None:
+    ok(store, [new(1)])
+    with pytest.raises(ValueError, match="seed must be 32 bytes"):
+        store.apply([[PutOutbound(1, replace(batch((b"a",)), seed=seed))]])  # type: ignore[arg-type]
+    assert store.records().outbound == {}
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE outbound SET seed = x'00'",
+        "UPDATE outbound_chunks SET payloads = x'00'",
+        "UPDATE outbound_chunks SET item_count = 5",
+        "UPDATE outbound_chunks SET idx = 3",
+    ],
+)
+def test_a_corrupt_seeded_outbound_batch_is_a_store_error(
+    store: NodeStore, db: Path, sql: str
+) -> None:
+    ok(store, [new(1), PutOutbound(1, replace(batch((b"aa", b"bb")), seed=bytes(32)))])
+    conn = raw(db)
+    conn.execute(sql)
+    conn.close()
+    with pytest.raises(StoreError, match="corrupt"):
+        store.records()
+
+
 def test_drop_outbound_checks_its_flag(store: NodeStore) -> None:
     with pytest.raises(TypeError, match="delivered must be a bool"):
         store.apply([[DropOutbound(1, delivered=1)]])  # type: ignore[arg-type]
@@ -867,7 +920,9 @@ def valid_write(data: st.DataObject, m: MemoryStore) -> Write:
         r = data.draw(st.sampled_from([r for r in existing if r not in m.outbound]))
         size = data.draw(st.integers(0, 3))
         parts = [payloads(data, size) for _ in range(data.draw(st.integers(0, 3)))]
-        return PutOutbound(r, batch(*parts, clients=data.draw(st.integers(0, 9))))
+        seed = data.draw(st.none() | st.binary(min_size=32, max_size=32))  # kept as its seed
+        outbound = batch(*parts, clients=data.draw(st.integers(0, 9)))
+        return PutOutbound(r, replace(outbound, seed=seed))
     if kind == "ack":
         r = data.draw(st.sampled_from([r for r, b in m.outbound.items() if b.chunks]))
         return AckOutbound(r, data.draw(st.integers(0, len(m.outbound[r].chunks) - 1)))
