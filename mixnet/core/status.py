@@ -42,7 +42,8 @@ class RoundStatus(enum.Enum):
     * ``OPENING`` — entry mix only: the round key exists; the chain is being asked to open it.
     * ``OPEN`` — the entry mix takes submissions; a relay or the sink takes batch chunks.
     * ``CLOSED`` — intake is complete (policy at the entry, every chunk in downstream).
-    * ``MIXED`` — a mix stored its permuted outbound batch (the last mix holds it).
+    * ``MIXED`` — a mix stored its permuted outbound batch (before the last mix: the seed it
+      is derived from; the last mix holds it).
     * ``FORWARDED`` — the successor acknowledged every outbound chunk; the mix keeps its
       intake (and, after the entry mix, its round key) for the trace.
     * ``RELEASED`` — last mix only: the exclusions are applied, its intake and key erased;
