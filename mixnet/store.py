@@ -57,13 +57,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 
-from mixnet.core.intake import SEED_LENGTH
 from mixnet.core.records import (
     Chunk,
     DerivedOutbound,
     NodeRecords,
     OutboundBatch,
-    OutboundChunk,
     RoundRecord,
     Submission,
     Write,
@@ -74,11 +72,11 @@ from mixnet.store_apply import apply_group, apply_merged
 from mixnet.store_decode import (
     CorruptRow,
     chunk_from_row,
+    outbound_from_rows,
     result_from_text,
     round_from_row,
     stored_int,
     submission_from_row,
-    unpack,
 )
 from mixnet.store_rows import (
     ERASING,
@@ -413,45 +411,15 @@ class NodeStore:
         """Read every outbound batch: whole, or as its seed (a :class:`DerivedOutbound`).
 
         :raises CorruptRow, sqlite3.Error."""
-        heads = {
-            stored_int(r): (stored_int(clients), stored_int(count), stored_int(excluded), seed)
-            for r, clients, count, excluded, seed in conn.execute(
+        return outbound_from_rows(
+            conn.execute(
                 "SELECT round_id, clients, count, excluded, seed FROM outbound ORDER BY round_id"
-            )
-        }
-        parts: dict[int, list[OutboundChunk]] = {}
-        sizes: dict[int, list[int]] = {}
-        acks: dict[int, set[int]] = {}
-        for r, index, length, count, blob, acked in conn.execute(
-            "SELECT round_id, idx, item_length, item_count, payloads, acked"
-            " FROM outbound_chunks ORDER BY round_id, idx"
-        ):
-            if acked not in (0, 1):
-                raise CorruptRow("an outbound chunk's acknowledgement is not 0 or 1")
-            r, index = stored_int(r), stored_int(index)
-            head = heads.get(r)
-            if head is not None and head[3] is not None:  # stored as its seed
-                if blob != b"" or index != len(sizes.get(r, ())):
-                    raise CorruptRow("a seeded outbound chunk holds payloads or is out of order")
-                sizes.setdefault(r, []).append(stored_int(count))
-                if acked == 1:
-                    acks.setdefault(r, set()).add(index)
-                continue
-            chunk = OutboundChunk(index, unpack(blob, length, count), acked == 1)
-            parts.setdefault(r, []).append(chunk)
-        batches: dict[int, OutboundBatch | DerivedOutbound] = {}
-        for r, (clients, count, excluded, seed) in heads.items():
-            if seed is None:
-                batches[r] = OutboundBatch(clients, count, tuple(parts.get(r, ())), excluded)
-                continue
-            if not isinstance(seed, bytes) or len(seed) != SEED_LENGTH:
-                raise CorruptRow(f"an outbound batch's seed is not {SEED_LENGTH} bytes")
-            if sum(sizes.get(r, ())) != count:
-                raise CorruptRow("a seeded outbound batch's chunks do not add up to its count")
-            batches[r] = DerivedOutbound(
-                clients, count, seed, tuple(sizes.get(r, ())), frozenset(acks.get(r, ())), excluded
-            )
-        return batches
+            ),
+            conn.execute(
+                "SELECT round_id, idx, item_length, item_count, payloads, acked"
+                " FROM outbound_chunks ORDER BY round_id, idx"
+            ),
+        )
 
     def round(self, round_id: int) -> RoundRecord | None:
         """Return round ``round_id``, or ``None`` if it was never stored.

@@ -9,12 +9,21 @@ column type, an unknown status, a payload blob whose length does not match, ...)
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import TypeVar
 
 import msgpack
 
+from mixnet.core.intake import SEED_LENGTH
 from mixnet.core.items import Items
-from mixnet.core.records import Chunk, RoundRecord, Submission
+from mixnet.core.records import (
+    Chunk,
+    DerivedOutbound,
+    OutboundBatch,
+    OutboundChunk,
+    RoundRecord,
+    Submission,
+)
 from mixnet.core.status import RoundStatus
 from mixnet.errors import MixnetError
 from mixnet.keys import RoundKeyAnnouncement
@@ -23,6 +32,7 @@ __all__ = [
     "CorruptRow",
     "Row",
     "chunk_from_row",
+    "outbound_from_rows",
     "result_from_text",
     "round_from_row",
     "stored_int",
@@ -143,6 +153,54 @@ def chunk_from_row(row: Row) -> Chunk:
         _as(bytes, signature),
         unpack(received_blob, width, carried) if received_blob else (),
     )
+
+
+def outbound_from_rows(
+    heads: Iterable[Row], chunks: Iterable[Row]
+) -> dict[int, OutboundBatch | DerivedOutbound]:
+    """Every outbound batch from the rows of ``outbound`` (``heads``: round, clients, count,
+    excluded, seed) and of ``outbound_chunks`` (round, index, item length, item count,
+    payloads, acknowledged; by round and index): whole, or, with a seed, as a
+    :class:`~mixnet.core.records.DerivedOutbound` of the chunks' sizes and acknowledgements.
+
+    :raises CorruptRow: an acknowledgement not 0 or 1, a seeded chunk with payloads or out of
+        order, a seed not :data:`~mixnet.core.intake.SEED_LENGTH` bytes, sizes that do not add
+        up to the count, or a payload blob of the wrong length.
+    """
+    heads_by_round = {
+        stored_int(r): (stored_int(clients), stored_int(count), stored_int(excluded), seed)
+        for r, clients, count, excluded, seed in heads
+    }
+    parts: dict[int, list[OutboundChunk]] = {}
+    sizes: dict[int, list[int]] = {}
+    acks: dict[int, set[int]] = {}
+    for r, index, length, count, blob, acked in chunks:
+        if acked not in (0, 1):
+            raise CorruptRow("an outbound chunk's acknowledgement is not 0 or 1")
+        r, index = stored_int(r), stored_int(index)
+        head = heads_by_round.get(r)
+        if head is not None and head[3] is not None:  # stored as its seed
+            if blob != b"" or index != len(sizes.get(r, ())):
+                raise CorruptRow("a seeded outbound chunk holds payloads or is out of order")
+            sizes.setdefault(r, []).append(stored_int(count))
+            if acked == 1:
+                acks.setdefault(r, set()).add(index)
+            continue
+        chunk = OutboundChunk(index, unpack(blob, length, count), acked == 1)
+        parts.setdefault(r, []).append(chunk)
+    batches: dict[int, OutboundBatch | DerivedOutbound] = {}
+    for r, (clients, count, excluded, seed) in heads_by_round.items():
+        if seed is None:
+            batches[r] = OutboundBatch(clients, count, tuple(parts.get(r, ())), excluded)
+            continue
+        if not isinstance(seed, bytes) or len(seed) != SEED_LENGTH:
+            raise CorruptRow(f"an outbound batch's seed is not {SEED_LENGTH} bytes")
+        if sum(sizes.get(r, ())) != count:
+            raise CorruptRow("a seeded outbound batch's chunks do not add up to its count")
+        batches[r] = DerivedOutbound(
+            clients, count, seed, tuple(sizes.get(r, ())), frozenset(acks.get(r, ())), excluded
+        )
+    return batches
 
 
 def result_from_text(text: object) -> dict[str, object]:
