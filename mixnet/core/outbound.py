@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mixnet.core.intake import SEED_LENGTH, seeded_permutation
+from mixnet.core.intake import seeded_permutation
 from mixnet.core.items import Items
 from mixnet.core.records import DerivedOutbound, OutboundBatch, OutboundChunk
 
@@ -65,8 +65,6 @@ def permuted_chunks(payloads: Sequence[bytes], seed: bytes, chunk_size: int) -> 
     :raises ValueError: ``seed`` is not :data:`~mixnet.core.intake.SEED_LENGTH` bytes, the
         payloads differ in length, or ``chunk_size < 1``.
     """
-    if not isinstance(seed, bytes) or len(seed) != SEED_LENGTH:
-        raise ValueError(f"seed must be {SEED_LENGTH} bytes")
     return _permuted(payloads, seed, chunk_sizes(len(payloads), chunk_size))
 
 
