@@ -11,7 +11,8 @@ measurements, prints every run and the summary, and writes all of it as JSON (``
 * ``runs``: per run the quantities below and the load average before it;
 * ``summary``: per quantity its median, mean, minimum, maximum and a 95 % confidence interval
   of the mean (Student's t over the runs, :func:`scipy.stats.t.interval`; ``null`` for one
-  run): ``cpu_over_floor``, the nodes' CPU and floor, wall time, time submitting, and per node
+  run): ``cpu_over_floor`` and ``cpu_over_floor_direct`` (over the floor at direct libsodium
+  calls, the stricter), the nodes' CPU and floor, wall time, time submitting, and per node
   ``cpu_over_floor`` (mixes) and ``rss_over_ciphertext``;
 * ``pooled_cpu_over_floor``: every run's nodes' CPU over every run's floor;
 * with ``--target X``: how many runs had ``cpu_over_floor`` ≤ X and whether the confidence
@@ -50,6 +51,7 @@ CONFIDENCE = 0.95
 #: the round's quantities summarized over the runs (besides the per-node ones)
 QUANTITIES = (
     "cpu_over_floor",
+    "cpu_over_floor_direct",
     "cpu_seconds",
     "floor_cpu_seconds",
     "wall_seconds",
@@ -91,6 +93,7 @@ def run_row(record: dict[str, Any]) -> dict[str, Any]:
     nodes = record["nodes"]
     return {
         "cpu_over_floor": record["cpu_over_floor"],
+        "cpu_over_floor_direct": record["cpu_over_floor_direct"],
         "cpu_seconds": record["cpu_seconds"],
         "floor_cpu_seconds": record["crypto_floor_nodes_cpu_seconds"],
         "wall_seconds": record["wall_seconds"],
@@ -169,6 +172,7 @@ def print_series(series: dict[str, Any], console: Console) -> None:
     for col in (
         "run",
         "cpu_over_floor",
+        "direct",
         "nodes' CPU s",
         "floor s",
         *names,
@@ -180,6 +184,7 @@ def print_series(series: dict[str, Any], console: Console) -> None:
         table.add_row(
             str(i),
             f"{row['cpu_over_floor']:.3f}",
+            f"{row['cpu_over_floor_direct']:.3f}",
             f"{row['cpu_seconds']:.1f}",
             f"{row['floor_cpu_seconds']:.1f}",
             *(f"{row['node_cpu_over_floor'][n]:.2f}" for n in names),

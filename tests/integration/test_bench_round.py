@@ -11,6 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from nacl import bindings
+
+from mixnet.onion import binding_data, seal_layer
+from tests.integration.script_module import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_round.py"
 
@@ -63,9 +67,14 @@ def test_bench_round_is_exact_and_reports_sane_numbers(tmp_path: Path) -> None:
     # the floor prices each layer at the mean of its costs measured before and after the round
     for mean, before, after in zip(record["crypto_rates"], record["crypto_rates_before"],
                                    record["crypto_rates_after"], strict=True):  # fmt: skip
-        for key in ("seal_cpu_seconds", "open_cpu_seconds"):
+        for key in ("seal_cpu_seconds", "open_cpu_seconds", "open_direct_cpu_seconds"):
             assert before[key] > 0 and after[key] > 0
             assert mean[key] == pytest.approx((before[key] + after[key]) / 2)
+    # the stricter floor: the same opens priced at direct libsodium calls
+    direct = sum(n["floor_direct_cpu_seconds"] for n in record["nodes"])
+    assert direct == pytest.approx(record["crypto_floor_nodes_direct_cpu_seconds"]) and direct > 0
+    assert record["cpu_over_floor_direct"] == pytest.approx(record["cpu_seconds"] / direct)
+    assert record["nodes"][3]["cpu_over_floor_direct"] is None
     # ... and shows the ratio at each measurement alone; the mean floor's ratio lies between
     at = record["cpu_over_floor_at_rates"]
     low, high = sorted((at["before"], at["after"]))
@@ -94,3 +103,17 @@ def test_bench_round_stops_every_node_when_the_round_fails(tmp_path: Path) -> No
     assert proc.returncode != 0
     assert "TimeoutError" in proc.stderr
     assert processes_mentioning(str(chain_dir)) == []
+
+
+def test_the_direct_floor_opens_the_format_and_refuses_a_layer_it_cannot_open() -> None:
+    script = load_script("bench_round.py", "bench_round")
+    public, secret = bindings.crypto_box_keypair()
+    aad = binding_data(chain_id="bench", round_id=1, hop_index=1)
+    layer = seal_layer(b"x" * 51, public, chain_id="bench", round_id=1, hop_index=1)
+    assert script.direct_open_cpu(layer, public, secret, aad, 20) > 0
+    _, other = bindings.crypto_box_keypair()
+    with pytest.raises(script.BenchError, match="disagrees"):
+        script.direct_open_cpu(layer, public, other, aad, 20)
+    wrong = binding_data(chain_id="bench", round_id=2, hop_index=1)
+    with pytest.raises(script.BenchError, match="disagrees"):
+        script.direct_open_cpu(layer, public, secret, wrong, 20)

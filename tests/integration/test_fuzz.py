@@ -16,9 +16,7 @@ were already acknowledged ``accepted``.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,6 +27,7 @@ from websockets.asyncio.client import connect
 from mixnet.client import MixnetClient
 from mixnet.core.policy import RoundPolicy
 from mixnet.wire import decode_frame, encode_frame
+from tests.integration.script_module import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fuzz.py"
 FRAMES = 300
@@ -40,16 +39,7 @@ FAILING = ("crash", "hang", "untyped-error", "unexpected-close", "setup-failed")
 
 def load_fuzz() -> ModuleType:
     """Import the script from its path (``scripts/`` is not a package)."""
-    name = "mixnet_fuzz_script"
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is made
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(name, None)
-    return module
+    return load_script("fuzz.py", "mixnet_fuzz_script")
 
 
 def test_a_quick_fuzz_campaign_finds_no_crash_hang_or_untyped_error(tmp_path: Path) -> None:
