@@ -36,7 +36,7 @@ It reports, and writes as JSON (``--json FILE``):
   directly through CFFI into buffers allocated once, as the peel workers call them
   (``crypto_floor_nodes_direct_cpu_seconds``, per hop ``open_direct_cpu_seconds``): PyNaCl's
   wrappers allocate and check on every call, which makes the floor above a few µs per layer
-  (about 11% on this machine) dearer than the primitives need, so this ratio is the stricter;
+  (12–14% on this machine) dearer than the primitives need, so this ratio is the stricter;
 * per node: ``cpu_seconds`` and of it ``system_cpu_seconds`` (kernel time: sockets, ``fsync``,
   thread wake-ups), ``peak_rss_bytes`` (``VmHWM``, reset through ``clear_refs`` after the idle
   reading where the kernel allows it), ``idle_rss_bytes`` (``VmRSS`` before the round), each
@@ -93,6 +93,7 @@ from cloaknet.loadgen import LoadGenerator
 from cloaknet.process_chain import stop_processes
 from mixnet.chain import RoundPolicy
 from mixnet.onion import (
+    AEAD_TAG_LENGTH,
     KDF_PERSONAL,
     PUBLIC_KEY_LENGTH,
     binding_data,
@@ -332,11 +333,15 @@ def _cpu_per_op(run: Any, ops: int) -> float:
     return best / ops
 
 
+#: Bytes of a layer's derived AEAD key, and of the key and nonce together (format v2).
+KDF_KEY_BYTES, KDF_BYTES = 32, 32 + 12
+
+
 def _kdf(shared: bytes, ephemeral: bytes, recipient: bytes) -> tuple[bytes, bytes]:
     """The layer's AEAD key and nonce (:func:`mixnet.onion.layer_key`, without its checks)."""
-    okm = hashlib.blake2b(shared + ephemeral + recipient, digest_size=44,
+    okm = hashlib.blake2b(shared + ephemeral + recipient, digest_size=KDF_BYTES,
                           person=KDF_PERSONAL).digest()  # fmt: skip
-    return okm[:32], okm[32:]
+    return okm[:KDF_KEY_BYTES], okm[KDF_KEY_BYTES:]
 
 
 def raw_seal(plaintext: bytes, public: bytes, aad: bytes) -> bytes:
@@ -369,11 +374,11 @@ def direct_open_cpu(layer: bytes, public: bytes, secret: bytes, aad: bytes, ops:
 
     :raises BenchError: the layer does not open to what :func:`raw_open` opens it to.
     """
-    shared_buffer = sodium_ffi.new("unsigned char[]", 32)
+    shared_buffer = sodium_ffi.new("unsigned char[]", PUBLIC_KEY_LENGTH)  # X25519's output
     ephemeral, sealed = layer[:PUBLIC_KEY_LENGTH], layer[PUBLIC_KEY_LENGTH:]
     out = sodium_ffi.new("unsigned char[]", len(sealed))
-    shared = sodium_ffi.buffer(shared_buffer, 32)
-    kdf = hashlib.blake2b(digest_size=44, person=KDF_PERSONAL).copy
+    shared = sodium_ffi.buffer(shared_buffer, PUBLIC_KEY_LENGTH)
+    kdf = hashlib.blake2b(digest_size=KDF_BYTES, person=KDF_PERSONAL).copy
     scalarmult = sodium_lib.crypto_scalarmult
     decrypt = sodium_lib.crypto_aead_chacha20poly1305_ietf_decrypt
     null, sealed_length, aad_length = sodium_ffi.NULL, len(sealed), len(aad)
@@ -388,10 +393,10 @@ def direct_open_cpu(layer: bytes, public: bytes, secret: bytes, aad: bytes, ops:
             h.update(public)
             okm = h.digest()
             failures += decrypt(out, null, null, sealed, sealed_length, aad, aad_length,
-                                okm[32:], okm[:32])  # fmt: skip
+                                okm[KDF_KEY_BYTES:], okm[:KDF_KEY_BYTES])  # fmt: skip
         return failures
 
-    plain = sodium_ffi.buffer(out, sealed_length - 16)
+    plain = sodium_ffi.buffer(out, sealed_length - AEAD_TAG_LENGTH)
     if batch(1) or plain[:] != raw_open(layer, public, secret, aad):
         raise BenchError("a direct libsodium open disagrees with the format")
     best = float("inf")
