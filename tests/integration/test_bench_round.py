@@ -14,9 +14,9 @@ import pytest
 from nacl import bindings
 
 from mixnet.onion import binding_data, seal_layer
-from tests.integration.script_module import load_script
+from tests.integration.script_module import SCRIPTS, load_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_round.py"
+SCRIPT = SCRIPTS / "bench_round.py"
 
 
 def bench(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

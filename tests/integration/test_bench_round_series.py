@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from scipy import stats
 
-from tests.integration.script_module import load_script
+from tests.integration.script_module import SCRIPTS, load_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_round_series.py"
+SCRIPT = SCRIPTS / "bench_round_series.py"
 
 
 series = load_script("bench_round_series.py", "bench_round_series")

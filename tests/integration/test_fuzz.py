@@ -29,7 +29,6 @@ from mixnet.core.policy import RoundPolicy
 from mixnet.wire import decode_frame, encode_frame
 from tests.integration.script_module import load_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fuzz.py"
 FRAMES = 300
 #: Seed 1's 300 frames reach every cell below and get every reply type the test asks for
 #: (``receipts`` to a ``submit-many`` among them); a client id holding a NUL has its own test.
