@@ -28,7 +28,14 @@ import numpy as np
 import numpy.ma  # np.unique imports it on first use: here it loads with the node, not a round
 import numpy.typing as npt
 
-__all__ = ["DIGEST_LENGTH", "DigestSet", "ReplayFilter", "replay_digests", "split_digests"]
+__all__ = [
+    "DIGEST_LENGTH",
+    "DigestSet",
+    "ReplayFilter",
+    "all_distinct",
+    "replay_digests",
+    "split_digests",
+]
 
 #: Bytes of a digest these tables hold.
 DIGEST_LENGTH = 16
@@ -60,6 +67,20 @@ def split_digests(digests: bytes | Iterable[bytes]) -> tuple[U64, U64]:
         raise ValueError("digests must be 16 bytes each")
     words = np.frombuffer(blob, dtype="<u8").astype(np.uint64, copy=False).reshape(-1, 2)
     return words[:, 0], words[:, 1]
+
+
+def all_distinct(digests: bytes) -> bool:
+    """Whether the 16-byte digests of ``digests`` (concatenated) are pairwise distinct (one
+    sort of their first halves; the whole digests are compared only if two halves agree).
+
+    :raises ValueError: not a whole number of 16-byte digests.
+    """
+    hi, _ = split_digests(digests)
+    count = int(hi.shape[0])
+    if count < 2 or int(np.unique(hi).shape[0]) == count:
+        return True
+    size = DIGEST_LENGTH
+    return len({digests[i : i + size] for i in range(0, len(digests), size)}) == count
 
 
 def replay_digests(leaves: Sequence[bytes]) -> bytes:
@@ -208,6 +229,12 @@ class _Table:
 
     def find_many(self, hi: U64, lo: U64) -> I64:
         """Per key: its slot, or -1 if absent (all-zero keys report -1; see ``get``)."""
+        return self.probe_many(hi, lo)[0]
+
+    def probe_many(self, hi: U64, lo: U64) -> tuple[I64, I64]:
+        """Per key: its slot or -1 if absent (as :meth:`find_many`), and where its probe
+        sequence ended: its slot, or the empty slot an insert of it would take first (all-zero
+        keys: their home)."""
         result = np.full(hi.shape[0], -1, dtype=np.int64)
         pos = self._homes(lo)
         todo = np.flatnonzero((hi != 0) | (lo != 0))
@@ -216,6 +243,7 @@ class _Table:
                 for i in todo.tolist():
                     slot = self.find(int(hi[i]), int(lo[i]))
                     result[i] = slot if slot >= 0 else -1
+                    pos[i] = slot if slot >= 0 else -1 - slot
                 break
             p = pos[todo]
             a, b = self._hi[p], self._lo[p]
@@ -225,17 +253,26 @@ class _Table:
             todo, p = todo[going], p[going] + 1
             p[p == self._cap] = 0
             pos[todo] = p
-        return result
+        return result, pos
 
-    def insert_new(self, hi: U64, lo: U64, owner: int | npt.NDArray[np.int32]) -> None:
-        """Insert keys that are distinct, non-zero and absent (not checked)."""
+    def insert_new(
+        self,
+        hi: U64,
+        lo: U64,
+        owner: int | npt.NDArray[np.int32],
+        start: I64 | None = None,
+    ) -> None:
+        """Insert keys that are distinct, non-zero and absent (not checked). ``start``: where
+        each key's probe sequence ended in :meth:`probe_many`, with no change to the table
+        since (the probes then go on from there, not from each key's home)."""
         count = hi.shape[0]
         if not count:
             return
         if self._size + count > _MAX_LOAD * self._cap:
             self.grow(self._size + count)
+            start = None  # the slots moved
         owners = np.broadcast_to(np.asarray(owner, dtype=np.int32), (count,))
-        pos = self._homes(lo)
+        pos = self._homes(lo) if start is None else start.copy()
         todo = np.arange(count)
         while todo.size:
             if todo.size <= _SCALAR_TAIL:  # the few long probe sequences: one by one
@@ -386,6 +423,25 @@ class DigestSet(MutableSet[bytes]):
             hi, lo = hi[~zero], lo[~zero]
         self._table.insert_new(hi, lo, -1)
 
+    def add_absent(self, digests: bytes) -> bool:
+        """Add the digests of ``digests`` (concatenated, distinct: not checked) if none of
+        them is held, and return ``True``; if one is held, change nothing and return
+        ``False``. :meth:`held_many` and :meth:`add_new` in one probe of the table.
+
+        :raises ValueError: not a whole number of 16-byte digests.
+        """
+        hi, lo = split_digests(digests)
+        if len(digests) <= _SCALAR_CALL * DIGEST_LENGTH or bool(((hi == 0) & (lo == 0)).any()):
+            if self.held_many(digests).any():
+                return False
+            self.add_new(digests)
+            return True
+        slots, ends = self._table.probe_many(hi, lo)
+        if bool((slots >= 0).any()):
+            return False
+        self._table.insert_new(hi, lo, -1, start=ends)
+        return True
+
     def difference_update(self, digests: Iterable[bytes]) -> None:
         """Remove every digest of ``digests`` that is held."""
         for digest in digests:
@@ -459,15 +515,18 @@ class ReplayFilter(MutableMapping[bytes, int]):
 
     def owners(self, hi: U64, lo: U64) -> list[int]:
         """Per digest (halves from :func:`split_digests`): the chunk that brought it, or -1."""
-        slots = self._table.find_many(hi, lo)
+        owners: list[int] = self._owners_of(self._table.find_many(hi, lo), hi, lo).tolist()
+        return owners
+
+    def _owners_of(self, slots: I64, hi: U64, lo: U64) -> I64:
+        """:meth:`owners` from the keys' ``slots`` (:meth:`_Table.find_many`), as an array."""
         found = slots >= 0
         result = np.full(slots.shape[0], -1, dtype=np.int64)
         result[found] = self._table._own[slots[found]]
         zero = np.flatnonzero((hi == 0) & (lo == 0))
         if zero.size and self._table._zero is not None:
             result[zero] = self._table._zero
-        owners: list[int] = result.tolist()
-        return owners
+        return result
 
     def add_new(self, hi: U64, lo: U64, chunk: int) -> None:
         """Record digests that are distinct and absent (e.g. those :meth:`owners` reported
@@ -490,7 +549,8 @@ class ReplayFilter(MutableMapping[bytes, int]):
         """
         hi, lo = split_digests(digests)
         count = hi.shape[0]
-        owners = np.asarray(self.owners(hi, lo), dtype=np.int64)
+        slots, ends = self._table.probe_many(hi, lo)
+        owners = self._owners_of(slots, hi, lo)
         keep = (owners == -1) | (owners == chunk)
         if count > 1 and np.unique(hi).shape[0] < count:  # maybe repeats: keep the first
             first: set[bytes] = set()
@@ -502,7 +562,10 @@ class ReplayFilter(MutableMapping[bytes, int]):
                     first.add(digest)
         positions = np.flatnonzero(keep)
         new = np.flatnonzero(keep & (owners == -1))
-        self.add_new(hi[new], lo[new], chunk)
+        slotted = new[(hi[new] != 0) | (lo[new] != 0)]
+        if slotted.shape[0] < new.shape[0]:  # kept aside, not in a slot: the ends still hold
+            self._table.put(0, 0, chunk)
+        self._table.insert_new(hi[slotted], lo[slotted], chunk, start=ends[slotted])
         words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
         return positions, words[new].tobytes()
 

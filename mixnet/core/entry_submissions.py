@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, cast
 from mixnet.admission import check_credential_client
 from mixnet.blame import PayloadValidator
 from mixnet.core.actions import Action, Peel, Persist, Reply
+from mixnet.core.digests import all_distinct
 from mixnet.core.intake import item_digests, submission_digest
 from mixnet.core.records import AddSubmission, Submission
 from mixnet.core.rounds import RoundState
@@ -90,6 +91,10 @@ class EntrySubmissions:
     hops: int
     messages: int
     validator: PayloadValidator
+    #: Whether :meth:`~EntrySubmissions.peeled_many` first tries to decide a call whose
+    #: submissions are all fresh at once (:meth:`~EntrySubmissions._peeled_fresh`); tests
+    #: turn it off to compare with the submission-by-submission path.
+    fresh_lane: bool = True
 
     if TYPE_CHECKING:
 
@@ -180,6 +185,10 @@ class EntrySubmissions:
 
         :raises TypeError: a token is not a submission token.
         """
+        if self.fresh_lane:
+            at_once = self._peeled_fresh(opened, now)
+            if at_once is not None:
+                return at_once
         outcomes: list[list[Action] | MixnetError | None] = []
         # equal onions peel to equal payloads: this catches a replay the in-memory onion
         # filter misses after a restart. With one mix the payloads are plaintext, where equal
@@ -231,6 +240,56 @@ class EntrySubmissions:
             )
             actions += closing.pop(r, [])
         return PeeledMany(tuple(outcomes), tuple(actions))
+
+    def _peeled_fresh(
+        self,
+        opened: Sequence[tuple[object, Sequence[bytes | MixnetError]]],
+        now: float,
+    ) -> PeeledMany | None:
+        """:meth:`peeled_many` for its common call, decided at once: every submission of
+        one open round, every box opened into ``messages`` items, no client or box already
+        in the round or twice in the call, no item digest already in the round's filter or
+        twice in the call, and the round not closing with them (a chain of more than one
+        mix). Then every submission is accepted and stored by one write, exactly as the
+        submission-by-submission path would decide them. Returns ``None``, having changed
+        nothing, when any of that does not hold (that path then decides the call)."""
+        if self.hops < 2 or not opened:
+            return None
+        first = opened[0][0]
+        if type(first) is not SubmitPeeled:
+            return None
+        r = first.round_id
+        st = self.rounds.get(r)
+        if st is None or st.entry is None or st.status is not RoundStatus.OPEN:
+            return None
+        if not all(type(t) is SubmitPeeled and t.round_id == r for t, _ in opened):
+            return None
+        tokens = cast("list[SubmitPeeled]", [token for token, _ in opened])
+        results = [tuple(items) for _, items in opened]
+        if any(len(p) != self.messages for p in results):
+            return None
+        flat = [item for p in results for item in p]
+        if set(map(type, flat)) != {bytes}:  # a box that did not open: decided one by one
+            return None
+        payloads = cast("list[tuple[bytes, ...]]", results)
+        clients = [t.client for t in tokens]
+        if not (st.receipts.keys().isdisjoint(clients) and st.pending.keys().isdisjoint(clients)):
+            return None
+        boxes = [t.digest for t in tokens]
+        if not st.entry.fresh(clients, boxes, now):
+            return None
+        digests = b"".join(item_digests(cast("list[bytes]", flat)))
+        if not all_distinct(digests) or not st.payload_digests.add_absent(digests):
+            return None
+        accepted = st.entry.accept_fresh(clients, boxes, now)
+        assert accepted  # fresh, and nothing changed since
+        st.pending.update(zip(clients, payloads, strict=True))
+        writes = tuple(
+            AddSubmission(r, Submission(c, d, p))
+            for c, d, p in zip(clients, boxes, payloads, strict=True)
+        )
+        persist = Persist(writes, token=Stored(r, tuple(clients), tuple(boxes)))
+        return PeeledMany((None,) * len(opened), (persist,))
 
     def _held(
         self, pending: Sequence[tuple[int, SubmitPeeled, tuple[bytes, ...], list[bytes]]]

@@ -91,10 +91,20 @@ def item_digest(item: bytes) -> bytes:
     return hashlib.blake2b(item, digest_size=ITEM_DIGEST_LENGTH).digest()
 
 
+#: An empty :func:`item_digest` hash, copied for each item (cheaper than a new one).
+_ITEM_HASH = hashlib.blake2b(digest_size=ITEM_DIGEST_LENGTH)
+
+
 def item_digests(items: Iterable[bytes]) -> list[bytes]:
-    """``[item_digest(item) for item in items]``, without a call per item."""
-    blake2b, size = hashlib.blake2b, ITEM_DIGEST_LENGTH
-    return [blake2b(item, digest_size=size).digest() for item in items]
+    """``[item_digest(item) for item in items]``, faster (a copied hash per item)."""
+    copy = _ITEM_HASH.copy
+    digests: list[bytes] = []
+    append = digests.append
+    for item in items:
+        h = copy()
+        h.update(item)
+        append(h.digest())
+    return digests
 
 
 _item_hash = item_digest
@@ -188,6 +198,31 @@ class EntryIntake:
         self.accepted[client] = digest
         self._digests.add(digest)
         return self._maybe_close(now)
+
+    def fresh(self, clients: Sequence[str], digests: Sequence[bytes], now: float) -> bool:
+        """Whether :meth:`accept_fresh` would take these submissions (``clients[i]``'s with
+        ``digests[i]``): the round is open, the clients are distinct and none is accepted
+        yet, the digests are distinct and none is accepted yet, and the round stays open with
+        them all (fewer than ``max_users``, before the deadline). Changes nothing."""
+        count = len(clients)
+        if self.status != "open" or count != len(digests) or now >= self.deadline:
+            return False
+        if self.clients + count >= self.policy.max_users:
+            return False
+        if len(set(clients)) != count or len(set(digests)) != count:
+            return False
+        return self.accepted.keys().isdisjoint(clients) and self._digests.isdisjoint(digests)
+
+    def accept_fresh(self, clients: Sequence[str], digests: Sequence[bytes], now: float) -> bool:
+        """:meth:`accept` for several submissions at once, all or nothing: records every one
+        of them and returns ``True`` if they are :meth:`fresh`; otherwise changes nothing and
+        returns ``False`` (then accept them one by one, which decides each: a retry, a
+        duplicate, the submission that closes the round)."""
+        if not self.fresh(clients, digests, now):
+            return False
+        self.accepted.update(zip(clients, digests, strict=True))
+        self._digests.update(digests)
+        return True
 
     def release(self, client: str, *, reopen: bool) -> None:
         """Undo :meth:`accept` for a submission that could not be stored. ``reopen`` re-opens
@@ -305,9 +340,12 @@ class BatchIntake:
             return False
         self._agrees(index, chunks, clients, count, len(payloads))
         length = self.payload_length
-        for i, payload in enumerate(payloads):
-            if not isinstance(payload, bytes) or len(payload) != length:
-                raise BadLength(f"payload {i} must be {length} bytes")
+        if isinstance(payloads, Items) and (payloads.width == length or not payloads):
+            pass
+        elif not (set(map(type, payloads)) <= {bytes} and set(map(len, payloads)) <= {length}):
+            for i, payload in enumerate(payloads):  # the payload at fault
+                if not isinstance(payload, bytes) or len(payload) != length:
+                    raise BadLength(f"payload {i} must be {length} bytes")
         if self.filters_replays and self._shape() is None and not self.received:
             self.seen.reserve(min(count, RESERVE_LIMIT))  # the first chunk: size the filter
         return True

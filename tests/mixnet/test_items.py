@@ -17,7 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from mixnet.core.digests import _SCALAR_CALL, DigestSet, ReplayFilter, split_digests
+from mixnet.core.digests import (
+    _SCALAR_CALL,
+    DigestSet,
+    ReplayFilter,
+    all_distinct,
+    split_digests,
+)
 from mixnet.core.intake import (
     BatchIntake,
     drop_replays,
@@ -215,6 +221,35 @@ class TestDigestTables:
             assert table.held_many(b"".join(probe)).tolist() == expected
             assert [table.held_many(d).tolist() for d in probe] == [[e] for e in expected]
 
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.lists(st.integers(0, 150), max_size=120, unique=True), max_size=30))
+    def test_add_absent_adds_all_or_nothing_as_a_set_would(self, groups: list[list[int]]) -> None:
+        """``add_absent`` (the entry mix's fresh lane: probe and insert in one pass) adds a
+        call's distinct digests exactly when a set holds none of them, and otherwise leaves
+        the table as it was — for a few digests and for many, the all-zero one included,
+        and across the table's growth."""
+        pool = [bytes(16), *(item_digest(bytes([i])) for i in range(150))]
+        ours, model = DigestSet(), set[bytes]()
+        for group in groups:
+            wanted = [pool[i] for i in group]
+            fresh = model.isdisjoint(wanted)
+            assert ours.add_absent(b"".join(wanted)) is fresh
+            if fresh:
+                model.update(wanted)
+            assert set(ours) == model and len(ours) == len(model)
+            assert ours.held_many(b"".join(pool)).tolist() == [d in model for d in pool]
+            assert [d in ours for d in pool] == [d in model for d in pool]
+
+    def test_all_distinct(self) -> None:
+        digests = [os.urandom(16) for _ in range(100)]
+        assert all_distinct(b"".join(digests)) and all_distinct(b"") and all_distinct(bytes(16))
+        assert not all_distinct(b"".join([*digests, digests[37]]))
+        twin = digests[5][:8] + os.urandom(8)  # the same first half, another digest
+        assert all_distinct(b"".join([*digests, twin]))
+        assert not all_distinct(b"".join([*digests, twin, twin]))
+        with pytest.raises(ValueError):
+            all_distinct(bytes(17))
+
     @settings(max_examples=15, deadline=None)
     @given(st.integers(1, 40), st.integers(0, 2**32 - 1))
     def test_bulk_calls_agree_with_a_set_in_long_clusters(self, homes: int, seed: int) -> None:
@@ -231,15 +266,20 @@ class TestDigestTables:
                     for h, lo in zip(his, los, strict=True)]  # fmt: skip
 
         ours, model = DigestSet(), set[bytes]()
+        absent = DigestSet()  # the same digests through add_absent
         for _ in range(6):
             fresh = list(dict.fromkeys(batch(300)))
             probe = fresh[::2] + list(model)[:200]
             assert ours.held_many(b"".join(probe)).tolist() == [d in model for d in probe]
             new = [d for d in fresh if d not in model]
             ours.add_new(b"".join(new))
+            assert absent.add_absent(b"".join(new))
+            assert absent.held_many(b"".join(new)).all() and all(d in absent for d in new)
+            assert not absent.add_absent(b"".join(fresh))  # every one of them is held now
             model.update(new)
             assert ours.held_many(b"".join(new)).all()
         assert set(ours) == model and len(ours) == len(model)
+        assert set(absent) == model and len(absent) == len(model)
         flt = ReplayFilter()
         hi, lo = split_digests(list(model))
         flt.add_new(hi, lo, 5)

@@ -1835,23 +1835,31 @@ def test_a_replayed_onion_is_refused_after_an_entry_restart() -> None:
 
 class TestEntryPeeledMany:
     """``peeled_many`` (a ``submit-many`` frame's boxes opened together) decides every
-    submission exactly as :meth:`EntryMachine.peeled` called for each in turn."""
+    submission exactly as :meth:`EntryMachine.peeled` called for each in turn, with and
+    without its fresh lane (a call of fresh submissions decided at once)."""
 
-    @settings(max_examples=100, deadline=None)
+    @settings(max_examples=150, deadline=None)
     # the sixth submission closes the round: the replay after it is refused as in peeled
     # (round-closed), not by the onions accepted earlier in the frame (found by hypothesis)
-    @example(plan=[("fresh", 0)] * 6 + [("replay", 0)])
+    @example(plan=[("fresh", 0)] * 6 + [("replay", 0)], lane=True, late=False)
+    @example(plan=[("fresh", 0)] * 6 + [("replay", 0)], lane=False, late=False)
+    @example(plan=[("fresh", 0)] * 4, lane=True, late=True)  # past the deadline: closes
+    @example(plan=[("fresh", 0)] * 5, lane=True, late=False)  # two calls, both fresh
+    @example(plan=[("fresh", 0)] * 6, lane=True, late=False)  # the second call fills the round
     @given(
         st.lists(
             st.tuples(st.sampled_from(["fresh", "retry", "same-client", "replay", "fail"]),
                       st.integers(0, 7)),
             min_size=1, max_size=12,
-        )
+        ),
+        st.booleans(),
+        st.booleans(),
     )  # fmt: skip
     def test_it_agrees_with_one_peeled_per_submission(
-        self, plan: list[tuple[str, int]]
+        self, plan: list[tuple[str, int]], lane: bool, late: bool
     ) -> None:
         policy = RoundPolicy(2, 6, DEADLINE_S, "abort", chunk_size=2)
+        when = NOW + DEADLINE_S if late else NOW  # late: an accept may close the round
         frames: list[Submit] = []
         boxes: list[bytes] = []
         for n, (how, pick) in enumerate(plan):
@@ -1867,6 +1875,8 @@ class TestEntryPeeledMany:
             boxes.append(frames[-1].box)
         fails = {n for n, (how, _) in enumerate(plan) if how == "fail"}
         machines = [open_entry(policy)[0], open_entry(policy)[0]]
+        machines[0].fresh_lane = False  # the reference: every submission on its own
+        machines[1].fresh_lane = lane
         peels: list[list[tuple[int, Peel]]] = [[], []]
         early: list[dict[int, object]] = [{}, {}]
         for k, m in enumerate(machines):
@@ -1892,7 +1902,7 @@ class TestEntryPeeledMany:
         others: list[Action] = []  # every other action (closing a round)
         for n, p in peels[0]:
             try:
-                acts = machines[0].peeled(p.token, opened(n, p), NOW)
+                acts = machines[0].peeled(p.token, opened(n, p), when)
             except MixnetError as exc:
                 one_by_one[n] = type(exc)
                 continue
@@ -1907,8 +1917,8 @@ class TestEntryPeeledMany:
         pairs = [(p.token, opened(n, p)) for n, p in peels[1]]
         half = len(pairs) // 2
         decided = [
-            machines[1].peeled_many(pairs[:half], NOW),
-            machines[1].peeled_many(pairs[half:], NOW),
+            machines[1].peeled_many(pairs[:half], when),
+            machines[1].peeled_many(pairs[half:], when),
         ]
         together = [o for d in decided for o in d.outcomes]
         assert {
@@ -1935,3 +1945,52 @@ class TestEntryPeeledMany:
             assert set(a.rounds[r].payload_digests) == set(b.rounds[r].payload_digests)
             assert a.rounds[r].pending == b.rounds[r].pending
             assert a.rounds[r].status == b.rounds[r].status
+            entry_a, entry_b = a.rounds[r].entry, b.rounds[r].entry
+            assert (entry_a is None) == (entry_b is None)
+            if entry_a is not None and entry_b is not None:
+                assert entry_a.accepted == entry_b.accepted
+                assert entry_a.status == entry_b.status
+
+    def test_the_fresh_lane_takes_a_call_of_fresh_submissions_and_nothing_else(self) -> None:
+        """The lane decides a call of fresh submissions at once (one write, all accepted)
+        and leaves every other call, unchanged, to the submission-by-submission path: a
+        retry, a client twice, a replayed onion, a box that did not open, a call that
+        closes the round."""
+        policy = RoundPolicy(2, 6, DEADLINE_S, "abort", chunk_size=2)
+
+        def opened(
+            m: EntryMachine, frames: Sequence[Submit]
+        ) -> list[tuple[object, list[bytes | MixnetError]]]:
+            peels = [one(m.on_submit(f), Peel) for f in frames]
+            return [(p.token, peel(p.items, p.split)) for p in peels]
+
+        m = open_entry(policy)[0]
+        first = [submit_frame(f"a{i}") for i in range(3)]
+        taken = m._peeled_fresh(opened(m, first), NOW)
+        assert taken is not None and taken.outcomes == (None, None, None)
+        (persist,) = taken.actions
+        assert isinstance(persist, Persist) and isinstance(persist.token, Stored)
+        assert persist.token.clients == ("a0", "a1", "a2")
+        round_state = m.rounds[1]
+        assert set(round_state.pending) == {"a0", "a1", "a2"}
+        assert len(round_state.payload_digests) == 3 * M
+
+        def refused(calls: list[tuple[object, list[bytes | MixnetError]]]) -> None:
+            before = (dict(round_state.pending), set(round_state.payload_digests))
+            accepted = dict(round_state.entry.accepted) if round_state.entry else None
+            assert m._peeled_fresh(calls, NOW) is None
+            assert (dict(round_state.pending), set(round_state.payload_digests)) == before
+            assert (dict(round_state.entry.accepted) if round_state.entry else None) == accepted
+
+        twice = submit_frame("b0")
+        refused(opened(m, [twice, Submit(1, "b0", box())]))  # one client twice
+        replayed = Submit(1, "b1", first[0].box[: M * RELAY_ITEM] + item(LAYER))
+        refused(opened(m, [submit_frame("b2"), replayed]))  # an onion already in the round
+        inner = [item(RELAY_ITEM) for _ in range(M)]
+        refused(opened(m, [Submit(1, "b3", box(inner)), Submit(1, "b4", box(inner[::-1]))]))
+        failed = opened(m, [submit_frame("b5"), submit_frame("b6")])
+        refused([failed[0], (failed[1][0], [DecryptionFailed("no")])])
+        refused(opened(m, [submit_frame(f"c{i}") for i in range(3)]))  # 3 + 3 = max_users
+        retry_token = opened(m, [submit_frame("d0")])
+        assert m._peeled_fresh(retry_token, NOW) is not None  # d0 is now pending
+        refused(retry_token)  # its exact retry while it is stored
