@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from concurrent.futures import Executor
 
+from mixnet.core.items import Items
 from mixnet.errors import MixnetError
 
 __all__ = ["PEEL_BATCH", "PeelBatcher", "PeelPart", "PeelRunner", "in_pool"]
@@ -40,6 +41,18 @@ def in_pool(pool: Executor) -> PeelRunner:
         return asyncio.get_running_loop().run_in_executor(pool, part, items)
 
     return run
+
+
+def _joined(requests: Sequence[Sequence[bytes]]) -> Sequence[bytes]:
+    """The items of ``requests`` one after the other: a lone request as it is, requests
+    that are all :class:`~mixnet.core.items.Items` of one width in one buffer (a relay's
+    chunk then reaches its worker in one copy, with no object per item), else a list."""
+    if len(requests) == 1:
+        return requests[0]
+    parts = [r for r in requests if isinstance(r, Items)]
+    if len(parts) == len(requests) and len({part.width for part in parts}) == 1:
+        return Items.concat(parts)
+    return [item for request in requests for item in request]
 
 
 class PeelBatcher:
@@ -95,7 +108,7 @@ class PeelBatcher:
                 del self._queue[key]
             if not batch:
                 continue
-            items = [item for request, _ in batch for item in request]
+            items = _joined([request for request, _ in batch])
             self._running += 1
             self.batches += 1
             task = asyncio.ensure_future(self._run(part, items))
