@@ -36,7 +36,7 @@ from cloaknet.chainfile import load_chain, write_chain_file
 from cloaknet.client import connect
 from cloaknet.demo_plan import choose, summary_rows
 from cloaknet.encoding import quantize
-from cloaknet.process_chain import stop_processes
+from cloaknet.process_chain import sigterm_interrupts, stop_processes
 from cloaknet.wire_cost import wire_cost
 from mixnet.chain import RoundPolicy
 
@@ -122,46 +122,47 @@ def run_network_demo(
     directory = Path(tempfile.mkdtemp(prefix="cloaknet-demo-"))
     procs = _Processes(directory)
     console = Console(stderr=True)
-    try:
-        policy = RoundPolicy(
-            min_users=users, max_users=users, deadline_seconds=3600.0, below_min="wait"
-        )
-        local = local_chain(directory, chain_id="demo", mixes=mixes, policy=policy, host=HOST)
-        config, names, ports = local.config, local.names, local.ports
-        chain_path = directory / "chain.toml"
-        write_chain_file(chain_path, config, table, chosen)
-        loaded = load_chain(chain_path)
-        cost = wire_cost(loaded.messages, loaded.payload_length, mixes,
-                         proven=config.ownership_proofs)  # fmt: skip
-        base = ["--chain", str(chain_path)]
-        procs.start("analyzer", [*base, "--name", "analyzer"])
-        for name in reversed(names):
-            procs.start(name, [*base, "--name", name, "--key", str(directory / f"{name}.key")])
-        limit = time.monotonic() + 30
-        while not all(_healthy(p) for p in ports):
-            procs.check_alive()
-            if time.monotonic() > limit:
-                raise DemoError("nodes did not report /healthz within 30 s")
-            time.sleep(0.05)
-        outcome = asyncio.run(
-            _drive(
-                chain_path,
-                values.tolist(),
-                ports,
-                names,
-                console,
-                quiet=as_json,
-                concurrency=concurrency,
-                procs=procs,
+    with sigterm_interrupts():  # kill or a CI timeout: the nodes are stopped too
+        try:
+            policy = RoundPolicy(
+                min_users=users, max_users=users, deadline_seconds=3600.0, below_min="wait"
             )
-        )
-    except KeyboardInterrupt:
-        console.print("interrupted: stopping every node")
-        raise
-    finally:
-        procs.stop_all()
-        if not keep:
-            shutil.rmtree(directory, ignore_errors=True)
+            local = local_chain(directory, chain_id="demo", mixes=mixes, policy=policy, host=HOST)
+            config, names, ports = local.config, local.names, local.ports
+            chain_path = directory / "chain.toml"
+            write_chain_file(chain_path, config, table, chosen)
+            loaded = load_chain(chain_path)
+            cost = wire_cost(loaded.messages, loaded.payload_length, mixes,
+                             proven=config.ownership_proofs)  # fmt: skip
+            base = ["--chain", str(chain_path)]
+            procs.start("analyzer", [*base, "--name", "analyzer"])
+            for name in reversed(names):
+                procs.start(name, [*base, "--name", name, "--key", str(directory / f"{name}.key")])
+            limit = time.monotonic() + 30
+            while not all(_healthy(p) for p in ports):
+                procs.check_alive()
+                if time.monotonic() > limit:
+                    raise DemoError("nodes did not report /healthz within 30 s")
+                time.sleep(0.05)
+            outcome = asyncio.run(
+                _drive(
+                    chain_path,
+                    values.tolist(),
+                    ports,
+                    names,
+                    console,
+                    quiet=as_json,
+                    concurrency=concurrency,
+                    procs=procs,
+                )
+            )
+        except KeyboardInterrupt:
+            console.print("interrupted: stopping every node")
+            raise
+        finally:
+            procs.stop_all()
+            if not keep:
+                shutil.rmtree(directory, ignore_errors=True)
     seconds = time.perf_counter() - started
     result = outcome["result"]
     true_sum = float(np.sum(values))

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -37,7 +38,14 @@ from cloaknet.chainfile import (
 from cloaknet.errors import CloakError
 from mixnet.chain import RoundPolicy
 
-__all__ = ["HOST", "ChainStartError", "ProcessChain", "process_chain", "stop_processes"]
+__all__ = [
+    "HOST",
+    "ChainStartError",
+    "ProcessChain",
+    "process_chain",
+    "sigterm_interrupts",
+    "stop_processes",
+]
 
 HOST: Final[str] = "127.0.0.1"
 #: Seconds a stopping node gets after SIGTERM before its process group is killed.
@@ -159,6 +167,30 @@ def _healthy(port: int) -> bool:
 
 
 @contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While the block runs, SIGTERM raises :class:`KeyboardInterrupt` in the main thread,
+    as Ctrl-C does, so that the ``finally`` blocks that stop the node processes run: a
+    driver stopped by ``kill``, a CI timeout or a service manager leaves no node behind
+    (otherwise Python dies of SIGTERM at once, and nodes started in their own sessions keep
+    running). Further SIGTERMs are ignored until the block ends, so that the clean-up is not
+    cut short (SIGKILL still ends the driver); the previous handler is restored after the
+    block. Outside the main thread (where no handler can be set) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: let the clean-up finish
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
 def process_chain(
     protocol_table: Mapping[str, Any],
     policy: RoundPolicy,
@@ -189,20 +221,21 @@ def process_chain(
     folder = Path(tempfile.mkdtemp(prefix="cloaknet-chain-")) if directory is None else directory
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     running: ProcessChain | None = None
-    try:
-        local = local_chain(folder, chain_id=chain_id, mixes=mixes, policy=policy, host=HOST)
-        names, ports = local.names, local.ports
-        chain_path = folder / "chain.toml"
-        write_chain_file(chain_path, local.config, protocol_table)
-        running = ProcessChain(folder, chain_path, [*names, "analyzer"], ports)
-        base = ["--chain", str(chain_path)]
-        running._start("analyzer", [*base, "--name", "analyzer"])
-        for name in reversed(names):
-            running._start(name, [*base, "--name", name, "--key", str(folder / f"{name}.key")])
-        running._wait_healthy(startup_seconds)
-        yield running
-    finally:
-        if running is not None:
-            running.stop()
-        if made and not keep:
-            shutil.rmtree(folder, ignore_errors=True)
+    with sigterm_interrupts():  # a SIGTERM to the driver still stops every node
+        try:
+            local = local_chain(folder, chain_id=chain_id, mixes=mixes, policy=policy, host=HOST)
+            names, ports = local.names, local.ports
+            chain_path = folder / "chain.toml"
+            write_chain_file(chain_path, local.config, protocol_table)
+            running = ProcessChain(folder, chain_path, [*names, "analyzer"], ports)
+            base = ["--chain", str(chain_path)]
+            running._start("analyzer", [*base, "--name", "analyzer"])
+            for name in reversed(names):
+                running._start(name, [*base, "--name", name, "--key", str(folder / f"{name}.key")])
+            running._wait_healthy(startup_seconds)
+            yield running
+        finally:
+            if running is not None:
+                running.stop()
+            if made and not keep:
+                shutil.rmtree(folder, ignore_errors=True)

@@ -90,7 +90,7 @@ from cloaknet.demo_plan import DEMO_PROTOCOLS, choose
 from cloaknet.encoding import quantize
 from cloaknet.errors import CloakError
 from cloaknet.loadgen import LoadGenerator
-from cloaknet.process_chain import stop_processes
+from cloaknet.process_chain import sigterm_interrupts, stop_processes
 from mixnet.chain import RoundPolicy
 from mixnet.onion import (
     AEAD_TAG_LENGTH,
@@ -838,33 +838,34 @@ def main(argv: list[str] | None = None) -> int:
     directory = args.dir or Path(tempfile.mkdtemp(prefix="cloaknet-bench-"))
     nodes = Nodes(directory)
     values = np.random.default_rng(args.data_seed).random(args.users).tolist()
-    try:
+    with sigterm_interrupts():  # kill or a timeout: the nodes are stopped too
         try:
-            chain_path, names, ports, summary = write_chain(directory, args)
-        except CloakError as exc:
-            Console(stderr=True).print(f"bench_round: {exc}")
-            return 2
-        chain = load_chain(chain_path)
-        base = ["--chain", str(chain_path)]
-        nodes.start("analyzer", ports[-1], [*base, "--name", "analyzer"])
-        for name, port in reversed(list(zip(names, ports, strict=False))):
-            peel = ([] if args.peel_processes is None
-                    else ["--peel-processes", str(args.peel_processes)])  # fmt: skip
-            nodes.start(name, port, [*base, "--name", name, "--key",
-                                     str(directory / f"{name}.key"), *peel])  # fmt: skip
-        nodes.nodes.sort(key=lambda n: ports.index(n.port))  # chain order: mixes, analyzer
-        limit = time.monotonic() + 60
-        while not all(healthy(p) for p in ports):
-            nodes.check_alive()
-            if time.monotonic() > limit:
-                raise BenchError("nodes did not report /healthz within 60 s")
-            time.sleep(0.05)
-        console.log(f"{args.mixes} mixes and the analyzer up in {directory}")
-        out = asyncio.run(drive(args, chain_path, nodes, values, console))
-    finally:
-        nodes.stop_all()
-        if not args.keep:
-            shutil.rmtree(directory, ignore_errors=True)
+            try:
+                chain_path, names, ports, summary = write_chain(directory, args)
+            except CloakError as exc:
+                Console(stderr=True).print(f"bench_round: {exc}")
+                return 2
+            chain = load_chain(chain_path)
+            base = ["--chain", str(chain_path)]
+            nodes.start("analyzer", ports[-1], [*base, "--name", "analyzer"])
+            for name, port in reversed(list(zip(names, ports, strict=False))):
+                peel = ([] if args.peel_processes is None
+                        else ["--peel-processes", str(args.peel_processes)])  # fmt: skip
+                nodes.start(name, port, [*base, "--name", name, "--key",
+                                         str(directory / f"{name}.key"), *peel])  # fmt: skip
+            nodes.nodes.sort(key=lambda n: ports.index(n.port))  # chain order: mixes, analyzer
+            limit = time.monotonic() + 60
+            while not all(healthy(p) for p in ports):
+                nodes.check_alive()
+                if time.monotonic() > limit:
+                    raise BenchError("nodes did not report /healthz within 60 s")
+                time.sleep(0.05)
+            console.log(f"{args.mixes} mixes and the analyzer up in {directory}")
+            out = asyncio.run(drive(args, chain_path, nodes, values, console))
+        finally:
+            nodes.stop_all()
+            if not args.keep:
+                shutil.rmtree(directory, ignore_errors=True)
     record = summarize(args, summary, names, values, out, chain.payload_length, chain.messages)
     record["directory"] = str(directory) if args.keep else None
     print_table(record, Console(width=120))

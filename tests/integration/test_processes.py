@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -46,10 +50,79 @@ def test_multi_process_demo_is_exact_and_cleans_up() -> None:
     assert len(data["hop_messages_per_second"]) == 4
     assert all(rate > 0 for rate in data["hop_messages_per_second"])
     directory = data["directory"]
-    assert processes_mentioning(directory) == []  # every node process was stopped
-    logs = sorted(p.name for p in Path(directory).glob("*.log"))
-    assert logs == ["analyzer.log", "mix1.log", "mix2.log", "mix3.log"]
-    assert "stopped" in (Path(directory) / "mix2.log").read_text()
+    try:
+        assert processes_mentioning(directory) == []  # every node process was stopped
+        logs = sorted(p.name for p in Path(directory).glob("*.log"))
+        assert logs == ["analyzer.log", "mix1.log", "mix2.log", "mix3.log"]
+        assert "stopped" in (Path(directory) / "mix2.log").read_text()
+    finally:  # --keep left it for the checks above
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def node_children(parent: int) -> dict[int, str]:
+    """The ``cloaknet node`` processes whose parent is ``parent``: pid → command line."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == parent and " node " in cmdline:
+            found[int(pid)] = cmdline
+    return found
+
+
+def demo_directories(nodes: dict[int, str]) -> set[Path]:
+    """The chain directories named by these nodes' ``--chain`` arguments."""
+    return {Path(cmd.split("--chain ")[1].split()[0]).parent for cmd in nodes.values()}
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its parent does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+@pytest.mark.slow
+def test_a_terminated_demo_stops_every_node_it_started() -> None:
+    """SIGTERM to ``cloaknet demo`` (``kill``, a CI timeout, a service manager) stops every
+    node process it started and removes its directory, as Ctrl-C does; before, the demo
+    died at once and its nodes, in sessions of their own, ran on."""
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "cloaknet", "demo", "--users", "5000", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    nodes: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 60
+        nodes = node_children(demo.pid)
+        while len(nodes) < 4 and time.monotonic() < deadline and demo.poll() is None:
+            time.sleep(0.1)
+            nodes = node_children(demo.pid)
+        assert len(nodes) == 4, nodes
+        time.sleep(1.0)  # the nodes come up; the demo waits for them or drives the round
+        demo.send_signal(signal.SIGTERM)
+        _, err = demo.communicate(timeout=60)
+        left = [pid for pid in nodes if alive(pid)]
+        kept = [d for d in demo_directories(nodes) if d.exists()]
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        for pid in nodes:  # whatever the outcome, nothing of this test stays behind
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)  # each node leads its own session
+        for directory in demo_directories(nodes):
+            shutil.rmtree(directory, ignore_errors=True)
+    assert demo.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    assert not left, "node processes outlived the demo"
+    assert not kept, "the demo left its directory"
 
 
 @pytest.mark.slow
