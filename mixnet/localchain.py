@@ -90,6 +90,7 @@ async def run_local_chain(
     validator: PayloadValidator = accept_all,
     admission: Admission | None = None,
     ownership_proofs: bool = False,
+    peel_processes: int = 0,
 ) -> AsyncIterator[RunningChain]:
     """Run ``mixes`` mixes (``mix1`` … ``mixL``, fresh identity keys) and a sink built by
     ``make_sink``, all on 127.0.0.1 with ephemeral ports, each with its own sqlite store
@@ -100,7 +101,9 @@ async def run_local_chain(
     ``validator`` is the application's payload check, run by the mixes (the last mix on its
     outputs, every mix on the payloads of accusations); ``admission`` the chain's
     ``[admission]`` (``None``: anyone may submit); ``ownership_proofs`` its
-    ``[chain] ownership_proofs``.
+    ``[chain] ownership_proofs``; ``peel_processes`` how many worker processes each mix peels
+    in (0: threads of this process, as by default; see
+    :func:`~mixnet.settings.node_settings`).
 
     :raises ValueError: ``mixes < 1``, ``messages < 1`` or ``payload_length < 1``.
     :raises TlsError: ``tls.ca`` cannot be read.
@@ -147,7 +150,11 @@ async def run_local_chain(
         for hop in range(mixes, -1, -1):
             name = names[hop]
             settings = node_settings(
-                config_with(urls), name, messages=messages, payload_length=payload_length
+                config_with(urls),
+                name,
+                messages=messages,
+                payload_length=payload_length,
+                peel_processes=peel_processes,
             )
             store = NodeStore(directory / f"{name}.db")
             stores.append(store)
