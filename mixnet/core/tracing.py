@@ -62,6 +62,7 @@ from mixnet.core.trace_tokens import (
     TraceStep,
     TraceVerified,
 )
+from mixnet.core.validate import all_valid
 from mixnet.errors import InternalError, MixnetError, NotReady, RoundClosed, UnknownRound
 from mixnet.frames import AbortRound, Accused, Exclude, Excluded, Trace
 
@@ -132,12 +133,6 @@ class TracingMix(MixRounds):
         for index in sorted(st.chunk_payloads):
             inputs = st.chunk_inputs.get(index, ())
             yield from zip(inputs, st.chunk_payloads[index], strict=True)
-
-    @staticmethod
-    def _outputs(st: RoundState) -> Iterator[bytes]:
-        """Every output kept, in chunk order (no inputs needed)."""
-        for index in sorted(st.chunk_payloads):
-            yield from st.chunk_payloads[index]
 
     @staticmethod
     def _needs_intake(st: RoundState, event: TraceStep, *args: object) -> list[Action]:
@@ -242,7 +237,10 @@ class TracingMix(MixRounds):
                 bad = tuple(i for i, payload in self._pairs(st) if not self.validator(payload))
                 st.all_valid = not bad
             else:  # the usual round: every payload valid, nothing to prove, no inputs needed
-                st.all_valid = all(self.validator(payload) for payload in self._outputs(st))
+                st.all_valid = all(
+                    all_valid(self.validator, st.chunk_payloads[index])
+                    for index in sorted(st.chunk_payloads)
+                )
                 if not st.all_valid or st.chunk_failed or st.failures_on_disk:
                     return self._needs_intake(st, "trace", frame)
             cap = accusation_cap(self.chunk_size, self.hop + 1)
