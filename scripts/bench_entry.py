@@ -16,8 +16,9 @@ intake only:
 * ``wall_us_per_submission`` — wall time per submission.
 
 Against ``scripts/bench_round.py`` (the whole round, every node its own process, the machine
-shared with the load generator), this isolates the entry mix's event loop: its run-to-run
-spread is a few percent, so a change to the intake path shows in a few runs. Prints a table
+shared with the load generator), this isolates the entry mix's event loop: runs in a row
+spread by a few percent, so a change to the intake path shows in a few runs (sets taken
+minutes apart on a shared machine differ more: alternate before and after). Prints a table
 of the runs and their median; ``--json FILE`` writes the runs and the median.
 """
 
