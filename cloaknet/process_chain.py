@@ -168,8 +168,8 @@ def _healthy(port: int) -> bool:
 
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """While the block runs, SIGTERM raises :class:`KeyboardInterrupt` in the main thread,
-    as Ctrl-C does, so that the ``finally`` blocks that stop the node processes run: a
+    """While the block runs, SIGTERM acts as Ctrl-C (SIGINT) in the main thread, so that
+    the ``finally`` blocks that stop the node processes run: a
     driver stopped by ``kill``, a CI timeout or a service manager leaves no node behind
     (otherwise Python dies of SIGTERM at once, and nodes started in their own sessions keep
     running). Further SIGTERMs are ignored until the block ends, so that the clean-up is not
@@ -181,7 +181,9 @@ def sigterm_interrupts() -> Iterator[None]:
 
     def interrupt(signum: int, frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: let the clean-up finish
-        raise KeyboardInterrupt(f"signal {signum}")
+        # exactly what Ctrl-C does: inside asyncio.run its main task is cancelled (and
+        # KeyboardInterrupt raised once it has unwound), elsewhere KeyboardInterrupt is raised
+        signal.raise_signal(signal.SIGINT)
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:

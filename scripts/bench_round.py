@@ -877,4 +877,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: main stopped every node it started
+        print("bench_round: interrupted; every node was stopped", file=sys.stderr)
+        sys.exit(130)

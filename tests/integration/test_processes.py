@@ -89,12 +89,14 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_terminated_demo_stops_every_node_it_started() -> None:
+@pytest.mark.parametrize("after", [0.0, 3.0])  # starting the nodes; driving the round
+def test_a_terminated_demo_stops_every_node_it_started(after: float) -> None:
     """SIGTERM to ``cloaknet demo`` (``kill``, a CI timeout, a service manager) stops every
-    node process it started and removes its directory, as Ctrl-C does; before, the demo
+    node process it started and removes its directory, as Ctrl-C does, whether it arrives
+    while the nodes start or while the demo's event loop drives the round; before, the demo
     died at once and its nodes, in sessions of their own, ran on."""
     demo = subprocess.Popen(
-        [sys.executable, "-m", "cloaknet", "demo", "--users", "5000", "--json"],
+        [sys.executable, "-m", "cloaknet", "demo", "--users", "20000", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     nodes: dict[int, str] = {}
@@ -105,7 +107,7 @@ def test_a_terminated_demo_stops_every_node_it_started() -> None:
             time.sleep(0.1)
             nodes = node_children(demo.pid)
         assert len(nodes) == 4, nodes
-        time.sleep(1.0)  # the nodes come up; the demo waits for them or drives the round
+        time.sleep(after)
         demo.send_signal(signal.SIGTERM)
         _, err = demo.communicate(timeout=60)
         left = [pid for pid in nodes if alive(pid)]
@@ -121,6 +123,7 @@ def test_a_terminated_demo_stops_every_node_it_started() -> None:
             shutil.rmtree(directory, ignore_errors=True)
     assert demo.returncode == 130, err[-2000:]
     assert "interrupted" in err
+    assert "Traceback" not in err and "never retrieved" not in err, err[-2000:]  # as Ctrl-C
     assert not left, "node processes outlived the demo"
     assert not kept, "the demo left its directory"
 
