@@ -637,8 +637,8 @@ def summarize(args: argparse.Namespace, summary: dict[str, Any], names: list[str
 
     def nodes_floor_at(measured: list[dict[str, float]]) -> float:
         """The mixes' opens priced at one measurement's rates (box at hop 0, onions after)."""
-        return sum((users if hop == 0 else messages) * measured[hop]["open_cpu_seconds"]
-                   for hop in range(mixes))  # fmt: skip
+        return float(sum((users if hop == 0 else messages) * measured[hop]["open_cpu_seconds"]
+                         for hop in range(mixes)))  # fmt: skip
 
     x25519_per_submission = 3 * (m * (mixes - 1) + 1)
     wrapped, sent = out["wrapped"], out["sent"]
