@@ -4,8 +4,9 @@
 :func:`process_chain` writes fresh identity keys and a chain file (with the ``[protocol]``
 table it is given) into a directory, starts the analyzer and the mixes, waits until every
 node answers ``/healthz``, yields a :class:`ProcessChain`, and stops every process it started
-when the block ends — also on an exception or Ctrl-C: SIGTERM, then SIGKILL of the process
-group of a node that has not stopped within 10 s. Used by ``cloaknet experiment fl
+when the block ends — also on an exception, Ctrl-C or a SIGTERM to this process
+(:func:`sigterm_interrupts`): SIGTERM, then SIGKILL of the process group of a node that has
+not stopped within 10 s. Used by ``cloaknet experiment fl
 --network``, ``scripts/bench_fl_round.py`` and the real-chain tests; ``cloaknet demo`` and
 ``scripts/bench_round.py`` keep their own launchers.
 """
@@ -169,12 +170,12 @@ def _healthy(port: int) -> bool:
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """While the block runs, SIGTERM acts as Ctrl-C (SIGINT) in the main thread, so that
-    the ``finally`` blocks that stop the node processes run: a
-    driver stopped by ``kill``, a CI timeout or a service manager leaves no node behind
-    (otherwise Python dies of SIGTERM at once, and nodes started in their own sessions keep
-    running). Further SIGTERMs are ignored until the block ends, so that the clean-up is not
-    cut short (SIGKILL still ends the driver); the previous handler is restored after the
-    block. Outside the main thread (where no handler can be set) it does nothing."""
+    the ``finally`` blocks that stop the node processes run: a driver stopped by ``kill``, a
+    CI timeout or a service manager leaves no node behind (otherwise Python dies of SIGTERM
+    at once, and nodes started in their own sessions keep running). Further SIGTERMs are
+    ignored until the block ends, so that the clean-up is not cut short (SIGKILL still ends
+    the driver); the previous handler is restored after the block. Outside the main thread
+    (where no handler can be set) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
