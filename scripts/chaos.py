@@ -122,7 +122,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from rich.console import Console
@@ -134,7 +133,7 @@ from cloaknet.chainfile import SINK_TABLE, generate_node_keys, write_chain_file
 from cloaknet.client import ChainClient, Receipt, RoundAborted, RoundFailed, connect
 from cloaknet.encoding import encode_share
 from cloaknet.params import CloakParams
-from cloaknet.process_chain import stop_processes
+from cloaknet.process_chain import sigterm_interrupts, stop_processes
 from mixnet.chain import ChainConfig, NodeInfo, RoundPolicy
 from mixnet.client import MAX_REPLY, RoundInfo
 from mixnet.errors import RoundClosed
@@ -1294,13 +1293,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
     shape = Shape(
         args.users, args.messages, args.chunk_size, args.poison, args.tls, args.mixes,
         args.abort,
@@ -1311,20 +1305,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     driver: Driver | None = None
     points: list[Point] = []
-    try:
-        driver = Driver(args, shape, processes)
-        points = asyncio.run(drive(driver, plan, args.time_limit))
-    except ChaosError as exc:
-        print(f"chaos: the chain did not start: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted: stopping every node", file=sys.stderr)
-        processes.stop_all()
-        if driver is not None:
-            print(f"chain directories kept in {driver.base}", file=sys.stderr)
-        return 130
-    finally:
-        processes.stop_all()
+    with sigterm_interrupts():  # SIGTERM as Ctrl-C: every node is stopped
+        try:
+            driver = Driver(args, shape, processes)
+            points = asyncio.run(drive(driver, plan, args.time_limit))
+        except ChaosError as exc:
+            print(f"chaos: the chain did not start: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("interrupted: stopping every node", file=sys.stderr)
+            processes.stop_all()
+            if driver is not None:
+                print(f"chain directories kept in {driver.base}", file=sys.stderr)
+            return 130
+        finally:
+            processes.stop_all()
     seconds = time.monotonic() - started
     ok = len(points) == args.points and all(p.recovered for p in points)
     print_table(points, console)
