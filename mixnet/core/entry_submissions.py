@@ -273,7 +273,9 @@ class EntrySubmissions:
             return None
         payloads = cast("list[tuple[bytes, ...]]", results)
         clients = [t.client for t in tokens]
-        if not (st.receipts.keys().isdisjoint(clients) and st.pending.keys().isdisjoint(clients)):
+        # a receipt answers a retry first, as in _retry (a client pending or accepted is in
+        # the intake's accepted clients, which fresh checks)
+        if not st.receipts.keys().isdisjoint(clients):
             return None
         boxes = [t.digest for t in tokens]
         if not st.entry.fresh(clients, boxes, now):
