@@ -454,10 +454,18 @@ class MixNode(BaseNode):
         started = self.clock()
         signing = self.machine.signing
         sign = None if signing is None else signing.sign
-        chunks, signatures, seed = await asyncio.get_running_loop().run_in_executor(
+        loop = asyncio.get_running_loop()
+        mixing = loop.run_in_executor(
             self.pool, _mix_cut_and_sign, action.payloads, action.chunk_size, action.round_id,
             sign,
         )  # fmt: skip
+        # the entry mix's receipts are compacted meanwhile, off the loop too
+        receipts = action.receipts
+        compacting = None if receipts is None else loop.run_in_executor(
+            self.pool, receipts.compacted
+        )  # fmt: skip
+        chunks, signatures, seed = await mixing
+        compacted = None if compacting is None else await compacting
         # every item the round's stored chunks dropped (replays, layers that did not peel,
         # copies of an onion that several inputs peeled to), counted by the machine: also
         # after a restart, which re-derives it from the store
@@ -468,7 +476,9 @@ class MixNode(BaseNode):
             mix_seconds=self.clock() - started,
             dropped=0 if st is None else st.dropped,
         )
-        return self.machine.mixed(action.round_id, chunks, signatures, seed=seed)
+        return self.machine.mixed(
+            action.round_id, chunks, signatures, seed=seed, receipts=compacted
+        )
 
     # ------------------------------------------------------------------ entry mix
 

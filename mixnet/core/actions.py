@@ -32,9 +32,10 @@ order** and feeds the outcome of some of them back as events:
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mixnet.blame import Accusation
+from mixnet.core.receipts import ReceiptTable
 from mixnet.core.records import Write
 from mixnet.frames import Frame
 
@@ -91,11 +92,14 @@ class Peel:
 
 @dataclass(frozen=True)
 class Mix:
-    """Permute ``payloads`` uniformly at random and cut them in chunks of ``chunk_size``."""
+    """Permute ``payloads`` uniformly at random and cut them in chunks of ``chunk_size``.
+    At the entry mix also make ``receipts.compacted()`` off the event loop (the round's
+    receipts, which nothing changes while it is mixed) and pass it to ``mixed``."""
 
     round_id: int
     payloads: Sequence[bytes]
     chunk_size: int
+    receipts: ReceiptTable | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import numpy.typing as npt
 __all__ = [
     "DIGEST_LENGTH",
     "DigestSet",
+    "DigestTable",
     "ReplayFilter",
     "all_distinct",
     "replay_digests",
@@ -125,9 +126,12 @@ def _join(hi: int, lo: int) -> bytes:
     return hi.to_bytes(8, "little") + lo.to_bytes(8, "little")
 
 
-class _Table:
-    """The open-addressing table behind both classes. A slot is empty when both words are
-    0; the all-zero digest is kept aside (``_zero``)."""
+class DigestTable:
+    """The open-addressing table behind both classes (and
+    :class:`~mixnet.core.receipts.ReceiptTable`): 16-byte keys as ``(hi, lo)`` ``uint64``
+    halves, each with an ``int32`` owner if ``owners``. A slot is empty when both words are
+    0; the all-zero key is kept aside (``_zero``). Its methods do not check their arguments:
+    the classes above do."""
 
     def __init__(self, owners: bool, capacity: int = 0) -> None:
         key = int.from_bytes(os.urandom(16), "little")
@@ -319,6 +323,16 @@ class _Table:
         self.insert_new(hi, lo, own if self._owners else 0)
         self._size = size
 
+    def copy(self) -> DigestTable:
+        """An independent copy (the same key, slots and owners)."""
+        other = DigestTable.__new__(DigestTable)
+        other._salt, other._mult, other._owners = self._salt, self._mult, self._owners
+        other._size, other._zero = self._size, self._zero
+        other._cap = self._cap
+        other._hi, other._lo, other._own = self._hi.copy(), self._lo.copy(), self._own.copy()
+        other._hiv, other._lov, other._ownv = other._hi.data, other._lo.data, other._own.data
+        return other
+
     def entries(self) -> Iterator[tuple[int, int, int]]:
         """(hi, lo, owner) of every entry (the all-zero key first)."""
         if self._zero is not None:
@@ -341,7 +355,7 @@ class DigestSet(MutableSet[bytes]):
     """A set of 16-byte digests (see the module docstring); iterable in no set order."""
 
     def __init__(self, digests: Iterable[bytes] = ()) -> None:
-        self._table = _Table(owners=False)
+        self._table = DigestTable(owners=False)
         self.update(digests)
 
     def reserve(self, entries: int) -> None:
@@ -483,7 +497,7 @@ class DigestSet(MutableSet[bytes]):
         return True
 
     def clear(self) -> None:
-        self._table = _Table(owners=False)
+        self._table = DigestTable(owners=False)
 
     def __repr__(self) -> str:
         return f"DigestSet({len(self)} digests)"
@@ -494,7 +508,7 @@ class ReplayFilter(MutableMapping[bytes, int]):
     docstring). :meth:`owners` and :meth:`add_new` work on a chunk's digests at once."""
 
     def __init__(self) -> None:
-        self._table = _Table(owners=True)
+        self._table = DigestTable(owners=True)
 
     def reserve(self, entries: int) -> None:
         """Make room for ``entries`` digests in all (avoids growing step by step)."""
@@ -528,7 +542,7 @@ class ReplayFilter(MutableMapping[bytes, int]):
         return owners
 
     def _owners_of(self, slots: I64, hi: U64, lo: U64) -> I64:
-        """:meth:`owners` from the keys' ``slots`` (:meth:`_Table.find_many`), as an array."""
+        """:meth:`owners` from the keys' ``slots`` (:meth:`DigestTable.find_many`), as an array."""
         found = slots >= 0
         result = np.full(slots.shape[0], -1, dtype=np.int64)
         result[found] = self._table._own[slots[found]]
@@ -579,7 +593,7 @@ class ReplayFilter(MutableMapping[bytes, int]):
         return positions, words[new].tobytes()
 
     def clear(self) -> None:
-        self._table = _Table(owners=True)
+        self._table = DigestTable(owners=True)
 
     def setdefault_many(self, digests: bytes, chunk: int) -> None:
         """``setdefault(digest, chunk)`` for each digest of ``digests`` (concatenated):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from mixnet.core.actions import Action, Persist, Send
 from mixnet.core.intake import EntryIntake, item_digest
 from mixnet.core.outbound import derive_outbound
+from mixnet.core.receipts import ReceiptTable
 from mixnet.core.records import EraseKey, NodeRecords
 from mixnet.core.rounds import RoundState
 from mixnet.core.status import TERMINAL, RoundStatus
@@ -42,7 +43,9 @@ def resume_entry(m: EntryMachine, records: NodeRecords) -> list[Action]:
         r = rec.round_id
         m.next_round_id = max(m.next_round_id, r + 1)
         st = RoundState(r, rec.status, rec.opened_at, rec.announcements, clients=rec.clients)
-        st.receipts = dict(records.receipts.get(r, {}))
+        st.receipts = ReceiptTable(records.receipts.get(r, {}).items())
+        if rec.status is not RoundStatus.OPEN:
+            st.receipts.compact()  # its intake is over
         m.rounds[r] = st
         subs = records.submissions.get(r, ())
         if rec.status is RoundStatus.OPENING:

@@ -275,7 +275,7 @@ class EntrySubmissions:
         clients = [t.client for t in tokens]
         # a receipt answers a retry first, as in _retry (a client pending or accepted is in
         # the intake's accepted clients, which fresh checks)
-        if not st.receipts.keys().isdisjoint(clients):
+        if not st.receipts.isdisjoint(clients):
             return None
         boxes = [t.digest for t in tokens]
         if not st.entry.fresh(clients, boxes, now):
@@ -377,7 +377,7 @@ class EntrySubmissions:
         if not all(c in st.pending for c in token.clients):  # the round was aborted meanwhile
             raise RoundClosed(f"round {token.round_id} is {st.status.value}")
         st.submissions.put_many(token.clients, [st.pending.pop(c) for c in token.clients])
-        st.receipts.update(zip(token.clients, token.digests, strict=True))
+        st.receipts.add(token.clients, token.digests)
         replies: list[Action] = [Reply(Accepted(token.round_id, c)) for c in token.clients]
         return [*replies, *self._mix_if_ready(st)]
 

@@ -17,6 +17,7 @@ from mixnet.core.deliveries import ChunkSigning, ReceivedChunk
 from mixnet.core.digests import DigestSet
 from mixnet.core.intake import BatchIntake, EntryIntake
 from mixnet.core.items import Items
+from mixnet.core.receipts import ReceiptTable
 from mixnet.core.records import (
     AckOutbound,
     DropIntake,
@@ -79,8 +80,9 @@ class RoundState:
     submissions: SubmissionTable = field(default_factory=SubmissionTable)
     #: entry mix: submissions accepted but not yet stored, by client
     pending: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
-    #: entry mix: client -> digest of every stored submission (kept after the intake)
-    receipts: dict[str, bytes] = field(default_factory=dict)
+    #: entry mix: client -> digest of every stored submission (kept after the intake,
+    #: compacted when the round is mixed)
+    receipts: ReceiptTable = field(default_factory=ReceiptTable)
     #: entry mix: digests of the peeled payloads of the round's accepted submissions (equal
     #: onions peel to equal payloads, so this refuses a replay, also after a restart)
     payload_digests: DigestSet = field(default_factory=DigestSet)
@@ -206,7 +208,8 @@ class MixRounds:
     def _start_mix(self, st: RoundState, payloads: Sequence[bytes], clients: int) -> list[Action]:
         """The intake of ``st`` is complete and stored: permute it."""
         st.clients = clients
-        return [Mix(st.round_id, payloads, self.chunk_size)]
+        receipts = st.receipts if self.role is Role.ENTRY else None
+        return [Mix(st.round_id, payloads, self.chunk_size, receipts)]
 
     def mixed(
         self,
@@ -215,6 +218,7 @@ class MixRounds:
         signatures: Sequence[bytes] | None = None,
         *,
         seed: bytes | None = None,
+        receipts: ReceiptTable | None = None,
     ) -> list[Action]:
         """Event: the adapter permuted the round's payloads and cut them into ``chunks``
         (and, if ``signatures`` are given, signed each chunk: ``signing.sign(round_id, i,
@@ -223,7 +227,9 @@ class MixRounds:
         ``seed``, if given, must be the seed the chunks were made from:
         ``chunks == permuted_chunks(payloads, seed, chunk_size)`` for the payloads and chunk
         size of the :class:`~mixnet.core.actions.Mix` action
-        (:func:`~mixnet.core.outbound.permuted_chunks`).
+        (:func:`~mixnet.core.outbound.permuted_chunks`). ``receipts``, at the entry mix: the
+        ``compacted()`` copy of the round's receipts the action asked for (without it, or if
+        the receipts changed since, they are compacted here: :meth:`ReceiptTable.adopt`).
 
         Stores the outbound batch (as its seed, if given, except at the last mix, which may
         have to replace its batch after an exclusion), keeps the intake and, at the entry
@@ -251,6 +257,8 @@ class MixRounds:
                 if isinstance(c.payloads, Items)
             )
         st.entry = st.batch = None
+        if self.role is Role.ENTRY:
+            st.receipts.adopt(receipts)  # no receipt is added from here on
         # the intake stays until the trace is done (it maps outputs back to inputs); the
         # entry mix proves nothing, so its key goes now; later mixes keep theirs to prove
         # their steps

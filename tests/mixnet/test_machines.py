@@ -520,9 +520,9 @@ class TestEntrySubmissions:
             Reply(Accepted(1, c)) for c in ("a", "b", "c")
         ]
         assert list(m.rounds[1].submissions) == ["a", "b", "c"]
-        assert m.rounds[1].receipts == {
-            c: submission_digest(f.box) for c, f in zip("abc", frames, strict=True)
-        }
+        assert m.rounds[1].receipts.matches(
+            {c: submission_digest(f.box) for c, f in zip("abc", frames, strict=True)}
+        )
 
     def test_identical_resend_after_a_failed_write_is_taken_again(self) -> None:
         m, _ = open_entry()
@@ -706,6 +706,43 @@ class TestEntryDeadline:
         assert m.status(1) is None
         with pytest.raises(UnknownRound):
             m.on_submit(a)
+
+    def test_receipts_are_compacted_when_the_round_is_mixed_and_still_answer(self) -> None:
+        """Mixing a round moves its receipts into the compact table (no str or bytes per
+        receipt); an exact retry is still acknowledged and another box still refused."""
+        m, _ = open_entry()
+        a = submit_frame("a")
+        store(m, a)
+        store(m, submit_frame("b"))
+        receipts = m.rounds[1].receipts
+        assert not receipts.is_compact  # the intake's hot path uses the dict
+        mix = one(m.handle_timer(NOW + DEADLINE_S), Mix)  # closes round 1
+        assert mix.receipts is receipts and not receipts.is_compact
+        copy = receipts.compacted()  # what the adapter makes off the loop
+        m.mixed(1, [[b"x" * RELAY_ITEM]], receipts=copy)
+        assert receipts.is_compact and receipts.nbytes() == copy.nbytes() > 0
+        assert len(receipts) == 2
+        assert m.on_submit(a) == [Reply(Accepted(1, "a"))]
+        with pytest.raises(RoundClosed):
+            m.on_submit(Submit(1, "a", box()))
+        with pytest.raises(RoundClosed):
+            m.on_submit(submit_frame("c"))
+
+    def test_restored_receipts_of_a_finished_round_are_compacted(self) -> None:
+        a, sub_a = stored_submission("a", 3)
+        open_frame, sub_b = stored_submission("b", 4)
+        records = NodeRecords(
+            rounds=(
+                round_record(3, S.CONFIRMED),
+                round_record(4, S.OPEN, deadline=NOW + 4.0, key=True),
+            ),
+            submissions={4: (sub_b,)},
+            receipts={3: {"a": sub_a.digest}, 4: {"b": sub_b.digest}},
+        )
+        m, _ = restore_entry(records, now=NOW + 1)
+        assert m.rounds[3].receipts.is_compact and not m.rounds[4].receipts.is_compact
+        assert m.on_submit(a) == [Reply(Accepted(3, "a"))]
+        assert m.on_submit(open_frame) == [Reply(Accepted(4, "b"))]
 
 
 class TestEntryAfterMixing:
