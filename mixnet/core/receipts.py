@@ -165,11 +165,13 @@ class ReceiptTable:
         thread while the event loop goes on reading this one (a million receipts take
         about a second, mostly hashing their ids and inserting them); hand it to
         :meth:`adopt`."""
+        # the version first: a change while copying then makes adopt refuse the copy
+        version = self._version
         copy = ReceiptTable()
         copy._open = dict(self._open)
         if self._table is not None:
             copy._table, copy._rows = self._table.copy(), bytearray(self._rows)
-        copy._built_from = (self._identity, self._version)
+        copy._built_from = (self._identity, version)
         copy.compact()
         return copy
 
