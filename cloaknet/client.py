@@ -126,7 +126,7 @@ class RoundFailed(ClientError):
 @dataclass(frozen=True)
 class Receipt:
     """Proof of acceptance: the ``round`` the value went into, the ``client`` id used, and
-    ``digest``, :func:`mixnet.core.onion_digest` of the onions the entry mix accepted."""
+    ``digest``, :func:`mixnet.core.submission_digest` of the box the entry mix accepted."""
 
     round: int
     client: str

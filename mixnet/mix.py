@@ -40,7 +40,16 @@ from mixnet.blame import (
     verify_accusations,
 )
 from mixnet.chunk_signature import sign_chunk
-from mixnet.core.actions import Action, LoadIntake, Mix, Peel, Persist, Prove, Verify
+from mixnet.core.actions import (
+    Action,
+    CompactReceipts,
+    LoadIntake,
+    Mix,
+    Peel,
+    Persist,
+    Prove,
+    Verify,
+)
 from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.entry import EntryMachine
 from mixnet.core.entry_submissions import SubmitPeeled
@@ -454,18 +463,10 @@ class MixNode(BaseNode):
         started = self.clock()
         signing = self.machine.signing
         sign = None if signing is None else signing.sign
-        loop = asyncio.get_running_loop()
-        mixing = loop.run_in_executor(
+        chunks, signatures, seed = await asyncio.get_running_loop().run_in_executor(
             self.pool, _mix_cut_and_sign, action.payloads, action.chunk_size, action.round_id,
             sign,
         )  # fmt: skip
-        # the entry mix's receipts are compacted meanwhile, off the loop too
-        receipts = action.receipts
-        compacting = None if receipts is None else loop.run_in_executor(
-            self.pool, receipts.compacted
-        )  # fmt: skip
-        chunks, signatures, seed = await mixing
-        compacted = None if compacting is None else await compacting
         # every item the round's stored chunks dropped (replays, layers that did not peel,
         # copies of an onion that several inputs peeled to), counted by the machine: also
         # after a restart, which re-derives it from the store
@@ -476,9 +477,16 @@ class MixNode(BaseNode):
             mix_seconds=self.clock() - started,
             dropped=0 if st is None else st.dropped,
         )
-        return self.machine.mixed(
-            action.round_id, chunks, signatures, seed=seed, receipts=compacted
+        return self.machine.mixed(action.round_id, chunks, signatures, seed=seed)
+
+    async def compact_receipts(self, action: CompactReceipts) -> list[Action]:
+        """Compact an ended round's receipts in a worker thread (the event loop goes on
+        answering, reading the receipts as they are meanwhile); the machine takes the copy."""
+        compacted = await asyncio.get_running_loop().run_in_executor(
+            self.pool, action.receipts.compacted
         )
+        assert isinstance(self.machine, EntryMachine)
+        return self.machine.receipts_compacted(action.round_id, compacted)
 
     # ------------------------------------------------------------------ entry mix
 

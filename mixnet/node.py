@@ -40,6 +40,7 @@ from websockets.protocol import State
 
 from mixnet.core.actions import (
     Action,
+    CompactReceipts,
     Deliver,
     LoadIntake,
     Mix,
@@ -191,6 +192,9 @@ class BaseNode(ServesSubmitMany, ServesHttp):
 
     async def load_intake(self, action: LoadIntake) -> list[Action]:
         raise TypeError("only a mix after the entry mix reads its intake back")
+
+    async def compact_receipts(self, action: CompactReceipts) -> list[Action]:
+        raise TypeError("only the entry mix keeps receipts")
 
     async def deliver(self, action: Deliver) -> list[Action]:
         raise NotImplementedError
@@ -430,6 +434,12 @@ class BaseNode(ServesSubmitMany, ServesHttp):
                 return []
             case Publish():
                 self.published(action.round_id)
+                return []
+            case CompactReceipts():
+                self.spawn(
+                    self._run_heavy(self.compact_receipts(action)),
+                    f"compacting round {action.round_id}'s receipts",
+                )
                 return []
         raise TypeError(f"unknown action {action!r}")  # pragma: no cover
 

@@ -3,15 +3,16 @@
 The entry mix keeps each stored submission's receipt (client id → 32-byte box digest) until
 it opens the round 16 rounds later (``mixnet.core.entry_restore.RECEIPT_ROUNDS``), so it
 holds the receipts of 16 rounds at once. While a round takes submissions they are a ``dict``
-of ``str`` to ``bytes``; once it is mixed, :class:`mixnet.core.receipts.ReceiptTable` moves
-them into a compact table. This builds ``--rounds`` rounds of ``--users`` receipts each way
-(client ids of ``--id-length`` characters, random digests) and reports, per receipt:
+of ``str`` to ``bytes``; once it is confirmed (its intake dropped),
+:class:`mixnet.core.receipts.ReceiptTable` moves them into a compact table. This builds
+``--rounds`` rounds of ``--users`` receipts each way (client ids of ``--id-length``
+characters, random digests) and reports, per receipt:
 
 * ``live_bytes`` — memory held, by ``tracemalloc`` (NumPy's buffers included);
 * ``rss_bytes`` — the resident memory the receipts added (``/proc/self/statm``), measured
   without ``tracemalloc`` (whose own records would count);
 * ``compact_seconds`` — CPU of one round's :meth:`ReceiptTable.compacted` (what a worker
-  thread of the entry mix does while the round is permuted), the median over the rounds.
+  thread of the entry mix does for a confirmed round), the median over the rounds.
 
 Each measurement runs in a fresh process, so that memory one kind freed is not reused by
 the other.

@@ -27,6 +27,8 @@ order** and feeds the outcome of some of them back as events:
 * :class:`Publish` — the round's result is stored: wake whoever waits for it.
 * :class:`LoadIntake` — read round ``round_id``'s stored chunks (after the writes emitted
   before it committed, off the event loop), then call ``intake_loaded(token, chunks)``.
+* :class:`CompactReceipts` — (entry mix) make ``receipts.compacted()`` off the event loop,
+  then call ``receipts_compacted(round_id, compacted)``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from mixnet.frames import Frame
 
 __all__ = [
     "Action",
+    "CompactReceipts",
     "Deliver",
     "DeliveredBatch",
     "LoadIntake",
@@ -92,14 +95,21 @@ class Peel:
 
 @dataclass(frozen=True)
 class Mix:
-    """Permute ``payloads`` uniformly at random and cut them in chunks of ``chunk_size``.
-    At the entry mix also make ``receipts.compacted()`` off the event loop (the round's
-    receipts, which nothing changes while it is mixed) and pass it to ``mixed``."""
+    """Permute ``payloads`` uniformly at random and cut them in chunks of ``chunk_size``."""
 
     round_id: int
     payloads: Sequence[bytes]
     chunk_size: int
-    receipts: ReceiptTable | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class CompactReceipts:
+    """Entry mix: make ``receipts.compacted()`` (the receipts of round ``round_id``, which
+    has ended: nothing adds to them) off the event loop, and hand it to
+    ``receipts_compacted(round_id, compacted)``. Compared by ``round_id`` alone."""
+
+    round_id: int
+    receipts: ReceiptTable = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -169,4 +179,7 @@ class LoadIntake:
     token: Hashable
 
 
-Action = Persist | Send | Reply | Peel | Mix | Prove | Verify | Deliver | Publish | LoadIntake
+Action = (
+    Persist | Send | Reply | Peel | Mix | Prove | Verify | Deliver | Publish | LoadIntake
+    | CompactReceipts
+)

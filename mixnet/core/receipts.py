@@ -71,8 +71,9 @@ class ReceiptTable:
 
     While the round takes submissions its receipts are added to a ``dict`` (the entry mix's
     hot path pays nothing for compactness: the ids and digests are held by the intake
-    anyway); :meth:`compact` then moves them into the table, once the round's intake is
-    over. Receipts added after that go to the table directly. Not iterable once compacted:
+    anyway); once the round is confirmed and its intake dropped, a :meth:`compacted`
+    copy made in a worker thread replaces them (:meth:`adopt`; or :meth:`compact` in
+    place). Receipts added after that go to the table directly. Not iterable once compacted:
     the table holds no client ids.
     """
 
@@ -162,17 +163,19 @@ class ReceiptTable:
 
     def compacted(self) -> ReceiptTable:
         """A compacted copy (see :meth:`compact`), leaving this table as it is: for a worker
-        thread while the event loop goes on reading this one (a million receipts take
-        about a second, mostly hashing their ids and inserting them); hand it to
-        :meth:`adopt`."""
+        thread while the event loop goes on reading this one (10⁵ receipts take about 0.06 s
+        of CPU, mostly hashing their ids); hand it to :meth:`adopt`. If the receipts change
+        while it reads them, the copy is one that :meth:`adopt` refuses."""
         # the version first: a change while copying then makes adopt refuse the copy
         version = self._version
         copy = ReceiptTable()
-        copy._open = dict(self._open)
         if self._table is not None:
             copy._table, copy._rows = self._table.copy(), bytearray(self._rows)
+        try:
+            copy._load(self._open)
+        except RuntimeError:  # the dict changed size while it was read
+            return ReceiptTable()
         copy._built_from = (self._identity, version)
-        copy.compact()
         return copy
 
     def adopt(self, compacted: ReceiptTable | None) -> None:
@@ -192,21 +195,35 @@ class ReceiptTable:
         its digest and its slot, and no ``str`` or ``bytes`` object (one vectorized insert;
         on the calling thread: see :meth:`compacted` for a worker thread)."""
         self._version += 1
+        source, self._open = self._open, {}
+        self._load(source)
+
+    def _load(self, source: dict[str, bytes]) -> None:
+        """Put the receipts of ``source`` into the table (allocated if need be), without
+        copying the dict: into an empty table, the keys and the digests are joined into two
+        buffers and inserted in one vectorized step.
+
+        :raises RuntimeError: ``source`` changed size while it was read.
+        """
         table = self._table
         if table is None:
-            table = self._table = DigestTable(owners=True, capacity=len(self._open))
-        if not self._open:
+            table = self._table = DigestTable(owners=True, capacity=len(source))
+        if not source:
             return
-        clients, digests = list(self._open), list(self._open.values())
-        self._open = {}
-        keys = client_keys(clients)
-        if len(table) == 0 and all_distinct(keys):
-            hi, lo = split_digests(keys)
-            if not bool(((hi == 0) & (lo == 0)).any()):
-                table.insert_new(hi, lo, np.arange(len(clients), dtype=np.int32))
-                self._rows = bytearray(b"".join(digests))
-                return
-        self._put(keys, digests)
+        if len(table):
+            self._put(client_keys(source), list(source.values()))
+            return
+        count = len(source)
+        packed = client_keys(source)
+        rows = bytearray().join(source.values())
+        if len(packed) != DIGEST_LENGTH * count or len(rows) != RECEIPT_DIGEST_LENGTH * count:
+            raise RuntimeError("the receipts changed while they were read")
+        hi, lo = split_digests(packed)
+        if all_distinct(packed) and not bool(((hi == 0) & (lo == 0)).any()):
+            table.insert_new(hi, lo, np.arange(count, dtype=np.int32))
+            self._rows = rows
+            return
+        self._put(packed, list(source.values()))  # two ids with one key: one by one
 
     def _put(self, keys: bytes, digests: Sequence[bytes]) -> None:
         """Insert or replace the table's receipts of ``keys`` one by one."""

@@ -81,7 +81,7 @@ class RoundState:
     #: entry mix: submissions accepted but not yet stored, by client
     pending: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
     #: entry mix: client -> digest of every stored submission (kept after the intake,
-    #: compacted when the round is mixed)
+    #: compacted once the round is confirmed)
     receipts: ReceiptTable = field(default_factory=ReceiptTable)
     #: entry mix: digests of the peeled payloads of the round's accepted submissions (equal
     #: onions peel to equal payloads, so this refuses a replay, also after a restart)
@@ -208,8 +208,7 @@ class MixRounds:
     def _start_mix(self, st: RoundState, payloads: Sequence[bytes], clients: int) -> list[Action]:
         """The intake of ``st`` is complete and stored: permute it."""
         st.clients = clients
-        receipts = st.receipts if self.role is Role.ENTRY else None
-        return [Mix(st.round_id, payloads, self.chunk_size, receipts)]
+        return [Mix(st.round_id, payloads, self.chunk_size)]
 
     def mixed(
         self,
@@ -218,7 +217,6 @@ class MixRounds:
         signatures: Sequence[bytes] | None = None,
         *,
         seed: bytes | None = None,
-        receipts: ReceiptTable | None = None,
     ) -> list[Action]:
         """Event: the adapter permuted the round's payloads and cut them into ``chunks``
         (and, if ``signatures`` are given, signed each chunk: ``signing.sign(round_id, i,
@@ -227,9 +225,7 @@ class MixRounds:
         ``seed``, if given, must be the seed the chunks were made from:
         ``chunks == permuted_chunks(payloads, seed, chunk_size)`` for the payloads and chunk
         size of the :class:`~mixnet.core.actions.Mix` action
-        (:func:`~mixnet.core.outbound.permuted_chunks`). ``receipts``, at the entry mix: the
-        ``compacted()`` copy of the round's receipts the action asked for (without it, or if
-        the receipts changed since, they are compacted here: :meth:`ReceiptTable.adopt`).
+        (:func:`~mixnet.core.outbound.permuted_chunks`).
 
         Stores the outbound batch (as its seed, if given, except at the last mix, which may
         have to replace its batch after an exclusion), keeps the intake and, at the entry
@@ -257,8 +253,6 @@ class MixRounds:
                 if isinstance(c.payloads, Items)
             )
         st.entry = st.batch = None
-        if self.role is Role.ENTRY:
-            st.receipts.adopt(receipts)  # no receipt is added from here on
         # the intake stays until the trace is done (it maps outputs back to inputs); the
         # entry mix proves nothing, so its key goes now; later mixes keep theirs to prove
         # their steps

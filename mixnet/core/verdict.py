@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mixnet.core.actions import Action, Persist, Send, Verify
+from mixnet.core.actions import Action, CompactReceipts, Persist, Send, Verify
 from mixnet.core.deliveries import judge
 from mixnet.core.policy import RoundPolicy
+from mixnet.core.receipts import ReceiptTable
 from mixnet.core.records import DropIntake, ForgetReceipts, SetRound
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import RoundStatus
@@ -248,4 +249,17 @@ class EntryVerdict(MixRounds):
             self._move(st, RoundStatus.CONFIRMED)
             writes = (DropIntake(r), SetRound(r, status=RoundStatus.CONFIRMED))
         st.submissions.clear()
-        return [Persist(writes)]
+        if sent.abort or not st.receipts or st.receipts.is_compact:
+            return [Persist(writes)]
+        # the intake's memory is free: the receipts, kept for RECEIPT_ROUNDS, are compacted
+        return [Persist(writes), CompactReceipts(r, st.receipts)]
+
+    def receipts_compacted(self, round_id: int, compacted: ReceiptTable) -> list[Action]:
+        """Event: the adapter made the ``compacted()`` copy of round ``round_id``'s
+        receipts that :class:`~mixnet.core.actions.CompactReceipts` asked for. They take it
+        (or compact themselves, if they changed since: :meth:`ReceiptTable.adopt`); a round
+        forgotten meanwhile is left alone."""
+        st = self.rounds.get(round_id)
+        if st is not None:
+            st.receipts.adopt(compacted)
+        return []

@@ -78,3 +78,45 @@ async def test_comparison_protocols_through_the_chain(tmp_path: Path, name: str)
     assert result.users == users
     assert result.raw["messages"] == users * int(protocol.messages_per_user)
     assert abs(result.estimate - float(values.sum())) < 6 * protocol.predicted_rmse_for(values)
+
+
+async def test_the_entry_mix_compacts_its_receipts_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the real adapter, a confirmed round's receipts end up compact, and the
+    compacting ran in a worker thread (the machine adopted that copy: nothing was compacted
+    on the event loop's thread); it holds each client's digest of its accepted box."""
+    import asyncio
+    import threading
+
+    from mixnet.core.receipts import ReceiptTable
+
+    threads: list[threading.Thread] = []  # where receipts were moved into a table
+    load = ReceiptTable._load
+
+    def recording(self: ReceiptTable, source: dict[str, bytes]) -> None:
+        if source:
+            threads.append(threading.current_thread())
+        load(self, source)
+
+    monkeypatch.setattr(ReceiptTable, "_load", recording)
+    users = 12
+    params_plan = plan(users, 1.0, 1e-6, mode="sum-preserving")
+    policy = RoundPolicy(min_users=users, max_users=users, deadline_seconds=60.0)
+    async with (
+        local_chain(tmp_path, CloakProtocol.from_plan(params_plan), policy, mixes=2) as chain,
+        connect(chain.chain) as net,
+    ):
+        receipts = await net.submit_many([0.5] * users, concurrency=4)
+        round_id = receipts[0].round
+        await net.result(round_id, timeout=60)
+        entry = chain.mixes[0]
+        table = entry.machine.rounds[round_id].receipts
+        for _ in range(200):  # the entry mix confirms the round after its trace
+            if table.is_compact:
+                break
+            await asyncio.sleep(0.05)
+        assert table.is_compact and len(table) == users
+        assert threads and threading.main_thread() not in threads
+        assert all(len(r.digest) == 32 and table.get(r.client) == r.digest for r in receipts)
+        assert table.get("nobody") is None

@@ -189,7 +189,7 @@ async def test_a_mix_that_corrupts_an_honest_item_is_named(tmp_path: Path) -> No
         honest_mixed = middle.machine.mixed
         chain_id = chain.chain.config.chain_id
 
-        def corrupting_mixed(round_id, chunks, signatures=None, *, seed=None, receipts=None):  # type: ignore[no-untyped-def]
+        def corrupting_mixed(round_id, chunks, signatures=None, *, seed=None):  # type: ignore[no-untyped-def]
             st = middle.machine.rounds[round_id]
             successor_key = st.announcements[1].public_key
             forged = wrap(b"\xff" * width, [successor_key], chain_id=chain_id,
@@ -198,7 +198,7 @@ async def test_a_mix_that_corrupts_an_honest_item_is_named(tmp_path: Path) -> No
             # the first chunk is a new object: signed anew (the cached signatures are of the
             # honest chunks the mix cut); no seed: the batch is no permutation of the intake,
             # so it is stored whole
-            return honest_mixed(round_id, [first, *chunks[1:]], signatures, receipts=receipts)
+            return honest_mixed(round_id, [first, *chunks[1:]], signatures)
 
         middle.machine.mixed = corrupting_mixed  # type: ignore[method-assign]
         receipts = await net.submit_many(VALUES, concurrency=3)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from mixnet.blame import Accusation, Failure, Step
 from mixnet.core.actions import (
     Action,
+    CompactReceipts,
     Deliver,
     LoadIntake,
     Mix,
@@ -667,6 +668,9 @@ class MemoryChain:
                 return m.delivered(action.round_id, result)
             case Publish():
                 return []
+            case CompactReceipts():
+                assert isinstance(m, EntryMachine)
+                return m.receipts_compacted(action.round_id, action.receipts.compacted())
         raise AssertionError(f"unknown action {action!r}")
 
     def _hold(self, accusations: Sequence[Accusation]) -> list[bool]:

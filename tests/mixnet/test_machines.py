@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from mixnet.chunk_signature import leaf_hash
 from mixnet.core.actions import (
     Action,
+    CompactReceipts,
     Deliver,
     DeliveredBatch,
     LoadIntake,
@@ -690,7 +691,12 @@ class TestEntryDeadline:
         chunk = one(m.mixed(1, [[b"x" * RELAY_ITEM]]), Send).frame
         m.on_reply(chunk, BatchAck(1, 0), now)
         assert m.status(1) is S.FORWARDED
-        assert confirm(m, 1, now) == [Persist((DropIntake(1), SetRound(1, status=S.CONFIRMED)))]
+        done, compact = confirm(m, 1, now)
+        assert done == Persist((DropIntake(1), SetRound(1, status=S.CONFIRMED)))
+        assert isinstance(compact, CompactReceipts) and compact.round_id == 1
+        # as the adapter: the copy made off the event loop, handed back
+        assert m.receipts_compacted(1, compact.receipts.compacted()) == []
+        assert m.rounds[1].receipts.is_compact  # the retries below ask the compact table
         for r in range(2, RECEIPT_ROUNDS + 1):  # rounds 2..RECEIPT_ROUNDS are refused
             assert m.on_submit(a) == [Reply(Accepted(1, "a"))]
             m.on_send_error(OpenRound(r), InternalError("down"), now)
@@ -707,19 +713,25 @@ class TestEntryDeadline:
         with pytest.raises(UnknownRound):
             m.on_submit(a)
 
-    def test_receipts_are_compacted_when_the_round_is_mixed_and_still_answer(self) -> None:
-        """Mixing a round moves its receipts into the compact table (no str or bytes per
-        receipt); an exact retry is still acknowledged and another box still refused."""
+    def test_a_confirmed_round_has_its_receipts_compacted_and_they_still_answer(self) -> None:
+        """Once the round is confirmed (its intake dropped), the machine asks for its
+        receipts to be compacted off the event loop and takes the copy (no str or bytes per
+        receipt); an exact retry is still acknowledged and another box still refused. A
+        copy made before a change is refused: the receipts compact themselves instead."""
         m, _ = open_entry()
         a = submit_frame("a")
         store(m, a)
         store(m, submit_frame("b"))
         receipts = m.rounds[1].receipts
         assert not receipts.is_compact  # the intake's hot path uses the dict
-        mix = one(m.handle_timer(NOW + DEADLINE_S), Mix)  # closes round 1
-        assert mix.receipts is receipts and not receipts.is_compact
-        copy = receipts.compacted()  # what the adapter makes off the loop
-        m.mixed(1, [[b"x" * RELAY_ITEM]], receipts=copy)
+        m.handle_timer(NOW + DEADLINE_S)  # closes round 1
+        chunk = one(m.mixed(1, [[b"x" * RELAY_ITEM]]), Send).frame
+        m.on_reply(chunk, BatchAck(1, 0), NOW)
+        assert not receipts.is_compact  # mixed and forwarded: the intake is still held
+        compact = one(confirm(m, 1), CompactReceipts)
+        assert compact.receipts is receipts and not receipts.is_compact
+        copy = receipts.compacted()  # what the adapter makes in a worker thread
+        assert m.receipts_compacted(1, copy) == []
         assert receipts.is_compact and receipts.nbytes() == copy.nbytes() > 0
         assert len(receipts) == 2
         assert m.on_submit(a) == [Reply(Accepted(1, "a"))]
@@ -727,6 +739,7 @@ class TestEntryDeadline:
             m.on_submit(Submit(1, "a", box()))
         with pytest.raises(RoundClosed):
             m.on_submit(submit_frame("c"))
+        assert m.receipts_compacted(7, copy) == []  # a round it does not know: ignored
 
     def test_restored_receipts_of_a_finished_round_are_compacted(self) -> None:
         a, sub_a = stored_submission("a", 3)

@@ -140,3 +140,27 @@ def test_a_compacted_copy_is_adopted_only_if_nothing_changed_since() -> None:
     table.adopt(None)
     assert table.matches({"z": digest(9)})
     assert ReceiptTable([("q", digest(4))]).compacted().compacted().matches({"q": digest(4)})
+
+
+def test_a_copy_made_while_the_receipts_change_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker thread's copy that read the dict while the event loop added to it (here:
+    during the hashing of the ids) is one adopt refuses; nothing is lost."""
+    import mixnet.core.receipts as receipts_module
+
+    table = ReceiptTable([(f"c{i}", digest(i)) for i in range(30)])
+    hash_ids = receipts_module.client_keys
+
+    def racing(clients: object) -> bytes:
+        keys = hash_ids(clients)  # type: ignore[arg-type]
+        table._open["late"] = digest(99)  # what an add on the loop's thread would do
+        return keys
+
+    monkeypatch.setattr(receipts_module, "client_keys", racing)
+    copy = table.compacted()
+    monkeypatch.setattr(receipts_module, "client_keys", hash_ids)
+    assert len(copy) == 0
+    table.adopt(copy)
+    expected = {f"c{i}": digest(i) for i in range(30)} | {"late": digest(99)}
+    assert table.is_compact and table.matches(expected)

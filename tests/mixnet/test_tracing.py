@@ -14,6 +14,7 @@ from mixnet.blame import Accusation, Failure, Step
 from mixnet.chunk_signature import leaf_hashes
 from mixnet.core.actions import (
     Action,
+    CompactReceipts,
     LoadIntake,
     Mix,
     Peel,
@@ -283,7 +284,10 @@ class TestEntry:
         acts = m.verified(verify.token, [True], NOW)  # type: ignore[attr-defined]
         assert acts == [Send(Exclude(1, subs["b"], 1))]
         done = m.on_reply(Exclude(1, subs["b"], 1), Excluded(1), NOW)  # type: ignore[attr-defined]
-        assert done == [Persist((DropIntake(1), SetRound(1, status=S.CONFIRMED)))]
+        assert done == [
+            Persist((DropIntake(1), SetRound(1, status=S.CONFIRMED))),
+            CompactReceipts(1, m.rounds[1].receipts),  # type: ignore[attr-defined]
+        ]
 
     @pytest.mark.parametrize(
         ("reply", "checks", "reason"),
