@@ -31,7 +31,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -83,6 +83,9 @@ from mixnet.writer import StoreWriter
 __all__ = ["HTTP_ROUTES", "PREDECESSOR_FRAMES", "STOP_TIMEOUT", "STORE_CACHE_KIB", "BaseNode"]
 
 log = logging.getLogger("mixnet")
+
+#: An action the node carries out in a background task (see ``_run_heavy``).
+A = TypeVar("A", Mix, Deliver, CompactReceipts)
 
 #: KiB of SQLite page cache a node's store may hold. A node writes each submission or chunk
 #: once and reads it back only after a restart (it works from memory), so SQLite's default
@@ -425,11 +428,13 @@ class BaseNode(ServesSubmitMany, ServesHttp):
             case LoadIntake():
                 return self.emit(await self.load_intake(action))
             case Mix():
-                self.spawn(self._run_heavy(self.mix(action)), f"mixing round {action.round_id}")
+                self.spawn(
+                    self._run_heavy(self.mix, action), f"mixing round {action.round_id}"
+                )
                 return []
             case Deliver():
                 self.spawn(
-                    self._run_heavy(self.deliver(action)), f"delivering round {action.round_id}"
+                    self._run_heavy(self.deliver, action), f"delivering round {action.round_id}"
                 )
                 return []
             case Publish():
@@ -437,14 +442,18 @@ class BaseNode(ServesSubmitMany, ServesHttp):
                 return []
             case CompactReceipts():
                 self.spawn(
-                    self._run_heavy(self.compact_receipts(action)),
+                    self._run_heavy(self.compact_receipts, action),
                     f"compacting round {action.round_id}'s receipts",
                 )
                 return []
         raise TypeError(f"unknown action {action!r}")  # pragma: no cover
 
-    async def _run_heavy(self, work: Coroutine[Any, Any, list[Action]]) -> None:
-        await self.execute(self.emit(await work))
+    async def _run_heavy(
+        self, work: Callable[[A], Coroutine[Any, Any, list[Action]]], action: A
+    ) -> None:
+        # the coroutine is made here, when the task runs: a task cancelled before it
+        # started (the node stopping) leaves no coroutine that was never awaited
+        await self.execute(self.emit(await work(action)))
 
     async def _send(self, frame: Frame) -> list[Action]:
         assert self.link is not None

@@ -26,7 +26,8 @@ equals the disk, and the store keeps no index that costs a random page per submi
 What is kept, per round (ids are ints in ``[0, 2**63)``): the round (status, times, ``n``,
 the X25519 secret key until erased, the signed round-key announcements); the intake
 (submissions at the entry mix, batch chunks downstream); the entry mix's receipts (client →
-submission digest); the outbound batch with per-chunk acknowledgements — at a mix before the
+32-byte submission digest; read back as a compact table per round,
+:func:`~mixnet.store_decode.receipts_from_rows`); the outbound batch with per-chunk acknowledgements — at a mix before the
 last only as the 32-byte seed of its permutation and each chunk's size, from which a restarted
 mix derives the chunks again out of the intake (:mod:`mixnet.core.outbound`); the sink's
 result as JSON. A payload list is one blob (equal-length items concatenated) with its item
@@ -66,6 +67,7 @@ from mixnet.core.records import (
     Submission,
     Write,
 )
+from mixnet.core.status import RoundStatus
 from mixnet.errors import MixnetError
 from mixnet.private_files import PRIVATE_MODE, create_private, fsync_directory
 from mixnet.store_apply import apply_group, apply_merged
@@ -73,6 +75,7 @@ from mixnet.store_decode import (
     CorruptRow,
     chunk_from_row,
     outbound_from_rows,
+    receipts_from_rows,
     result_from_text,
     round_from_row,
     stored_int,
@@ -367,13 +370,12 @@ class NodeStore:
                 " FROM submissions ORDER BY round_id, id"
             ):
                 submissions.setdefault(stored_int(r), []).append(submission_from_row(tuple(rest)))
-            receipts: dict[int, dict[str, bytes]] = {}
-            for r, client, digest in conn.execute(
-                "SELECT round_id, client, digest FROM receipts ORDER BY round_id, rowid"
-            ):
-                if not isinstance(client, str) or not isinstance(digest, bytes):
-                    raise CorruptRow("a receipt is corrupt")
-                receipts.setdefault(stored_int(r), {})[client] = digest
+            receipts = receipts_from_rows(
+                conn.execute(
+                    "SELECT round_id, client, digest FROM receipts ORDER BY round_id, rowid"
+                ),
+                {rec.round_id for rec in rounds if rec.status is RoundStatus.OPEN},
+            )
             chunks: dict[int, list[Chunk]] = {}
             query = _CHUNKS if inputs else _CHUNKS_WITHOUT_INPUTS
             for r, *rest in conn.execute(query + " ORDER BY round_id, sender, idx"):

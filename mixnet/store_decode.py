@@ -16,6 +16,7 @@ import msgpack
 
 from mixnet.core.intake import SEED_LENGTH
 from mixnet.core.items import Items
+from mixnet.core.receipts import ReceiptTable
 from mixnet.core.records import (
     Chunk,
     DerivedOutbound,
@@ -33,6 +34,7 @@ __all__ = [
     "Row",
     "chunk_from_row",
     "outbound_from_rows",
+    "receipts_from_rows",
     "result_from_text",
     "round_from_row",
     "stored_int",
@@ -212,3 +214,38 @@ def result_from_text(text: object) -> dict[str, object]:
     if not isinstance(value, dict):
         raise CorruptRow("a result is not a JSON object")
     return value
+
+
+def receipts_from_rows(
+    rows: Iterable[Row], open_rounds: frozenset[int] | set[int]
+) -> dict[int, ReceiptTable]:
+    r"""The receipts of each round from ``(round_id, client, digest)`` rows ordered by round
+    (then as stored: a later receipt of a client replaces its earlier one), each round's
+    :meth:`~mixnet.core.receipts.ReceiptTable.compact`\ ed as soon as its rows end, unless
+    it is in ``open_rounds`` (the round that still takes submissions keeps its ``dict``):
+    reading 16 rounds of a million receipts holds one round's ``dict`` at a time, not 16.
+
+    :raises CorruptRow: a client id that is not text or a digest that is not 32 bytes.
+    """
+    tables: dict[int, ReceiptTable] = {}
+    current: int | None = None
+    pending: dict[str, bytes] = {}
+
+    def close() -> None:
+        if current is None:
+            return
+        table = ReceiptTable(pending.items())
+        if current not in open_rounds:
+            table.compact()
+        tables[current] = table
+
+    for r, client, digest in rows:
+        if not isinstance(client, str) or not isinstance(digest, bytes) or len(digest) != 32:
+            raise CorruptRow("a receipt is corrupt")
+        round_id = stored_int(r)
+        if round_id != current:
+            close()
+            current, pending = round_id, {}
+        pending[client] = digest
+    close()
+    return tables

@@ -30,6 +30,7 @@ import msgpack
 
 from mixnet.core.intake import SEED_LENGTH
 from mixnet.core.items import Items
+from mixnet.core.receipts import RECEIPT_DIGEST_LENGTH
 from mixnet.core.records import (
     AckOutbound,
     AddChunk,
@@ -448,6 +449,8 @@ def _submission_row(r: int, item: object) -> Row:
         raise TypeError(f"submission must be a Submission, not {type(item).__name__}")
     client = check_name(item.client, "client")
     digest = _check_bytes(item.digest, "digest")
+    if len(digest) != RECEIPT_DIGEST_LENGTH:
+        raise ValueError(f"a submission's digest must be {RECEIPT_DIGEST_LENGTH} bytes")
     blob, length, count = _pack(item.payloads)
     return (r, client, digest, length, count, blob)
 

@@ -43,9 +43,12 @@ def resume_entry(m: EntryMachine, records: NodeRecords) -> list[Action]:
         r = rec.round_id
         m.next_round_id = max(m.next_round_id, r + 1)
         st = RoundState(r, rec.status, rec.opened_at, rec.announcements, clients=rec.clients)
-        st.receipts = ReceiptTable(records.receipts.get(r, {}).items())
+        stored = records.receipts.get(r, {})
+        st.receipts = (
+            stored if isinstance(stored, ReceiptTable) else ReceiptTable(stored.items())
+        )
         if rec.status is not RoundStatus.OPEN:
-            st.receipts.compact()  # its intake is over
+            st.receipts.compact()  # its intake is over (no-op if the store compacted them)
         m.rounds[r] = st
         subs = records.submissions.get(r, ())
         if rec.status is RoundStatus.OPENING:

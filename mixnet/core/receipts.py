@@ -57,6 +57,11 @@ def client_keys(clients: Iterable[str]) -> bytes:
     return b"".join(keys)
 
 
+def _split(keys: bytes) -> list[bytes]:
+    """The 16-byte keys of ``keys`` (concatenated)."""
+    return [keys[i : i + DIGEST_LENGTH] for i in range(0, len(keys), DIGEST_LENGTH)]
+
+
 def _halves(key: bytes, at: int) -> tuple[int, int]:
     start = at * DIGEST_LENGTH
     return (
@@ -245,6 +250,28 @@ class ReceiptTable:
         return len(self) == len(receipts) and all(
             self.get(client) == digest for client, digest in receipts.items()
         )
+
+    def _pairs(self) -> set[tuple[bytes, bytes]]:
+        """Every receipt as (client key, digest)."""
+        pairs = set(zip(_split(client_keys(self._open)), self._open.values(), strict=True))
+        if self._table is not None:
+            for hi, lo, row in self._table.entries():
+                start = row * RECEIPT_DIGEST_LENGTH
+                key = hi.to_bytes(8, "little") + lo.to_bytes(8, "little")
+                pairs.add((key, bytes(self._rows[start : start + RECEIPT_DIGEST_LENGTH])))
+        return pairs
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to another table with the same receipts, or to a ``Mapping`` of client ids
+        to digests that :meth:`matches`."""
+        if isinstance(other, ReceiptTable):
+            return len(self) == len(other) and self._pairs() == other._pairs()
+        if isinstance(other, Mapping):
+            return self.matches(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+    __iter__ = None  # holds no client ids: not iterable (not by __getitem__ either)
 
     def clear(self) -> None:
         """Drop every receipt (and the memory they took); the next ones go to the ``dict``

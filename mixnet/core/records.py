@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from mixnet.core.receipts import ReceiptTable
 from mixnet.core.status import RoundStatus
 from mixnet.keys import RoundKeyAnnouncement
 
@@ -279,11 +280,13 @@ Write = (
 class NodeRecords:
     """Everything a node has stored, as recovery reads it: rounds, the intake of unfinished
     rounds (submissions in acceptance order, chunks), the entry mix's receipts (client →
-    submission digest, kept after the intake is dropped), outbound batches and results."""
+    submission digest, kept after the intake is dropped: the store reads them as a
+    :class:`~mixnet.core.receipts.ReceiptTable` per round, compacted unless the round is
+    ``OPEN``), outbound batches and results."""
 
     rounds: tuple[RoundRecord, ...] = ()
     submissions: Mapping[int, tuple[Submission, ...]] = field(default_factory=dict)
-    receipts: Mapping[int, Mapping[str, bytes]] = field(default_factory=dict)
+    receipts: Mapping[int, ReceiptTable | Mapping[str, bytes]] = field(default_factory=dict)
     chunks: Mapping[int, tuple[Chunk, ...]] = field(default_factory=dict)
     outbound: Mapping[int, OutboundBatch | DerivedOutbound] = field(default_factory=dict)
     results: Mapping[int, Mapping[str, object]] = field(default_factory=dict)

@@ -164,3 +164,18 @@ def test_a_copy_made_while_the_receipts_change_is_refused(
     table.adopt(copy)
     expected = {f"c{i}": digest(i) for i in range(30)} | {"late": digest(99)}
     assert table.is_compact and table.matches(expected)
+
+
+def test_equality_and_no_iteration() -> None:
+    """Tables compare by their receipts (open or compact), and with a mapping of client ids
+    to digests; a table holds no client ids, so it cannot be iterated."""
+    pairs = [("a", digest(1)), ("b", digest(2))]
+    open_table, compact = ReceiptTable(pairs), ReceiptTable(pairs)
+    compact.compact()
+    assert open_table == compact and compact == dict(pairs) and open_table == dict(pairs)
+    assert compact != ReceiptTable(pairs[:1]) and compact != {"a": digest(1), "b": digest(3)}
+    assert compact != [("a", digest(1))]
+    with pytest.raises(TypeError):
+        iter(compact)  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        hash(compact)

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mixnet.core.receipts import ReceiptTable
 from mixnet.core.records import (
     AckOutbound,
     AddChunk,
@@ -483,9 +484,10 @@ def test_put_result_refuses_what_json_cannot_hold(
         (NewRound(1, S.OPEN, 0.0, b"short"), ValueError),
         (NewRound(1, S.OPEN, 0.0, announcements=(b"x",)), TypeError),  # type: ignore[arg-type]
         (SetRound(1, clients=-1), ValueError),
-        (AddSubmission(1, Submission("a", b"d", (b"abc", b"de"))), ValueError),
-        (AddSubmission(1, Submission("a", b"d", ("abc",))), TypeError),  # type: ignore[arg-type]
-        (AddSubmission(1, Submission("", b"d", ())), ValueError),
+        (AddSubmission(1, Submission("a", bytes(32), (b"abc", b"de"))), ValueError),
+        (AddSubmission(1, Submission("a", bytes(32), ("abc",))), TypeError),  # type: ignore[arg-type]
+        (AddSubmission(1, Submission("", bytes(32), ())), ValueError),
+        (AddSubmission(1, Submission("a", b"d", ())), ValueError),  # a digest is 32 bytes
         (AddChunk(1, chunk("m", 3)), ValueError),
         (AddChunk(1, chunk("m", 0, payloads=(bytearray(b"a"),))), TypeError),  # type: ignore[arg-type]
         (AckOutbound(1, -1), ValueError),
@@ -525,7 +527,8 @@ def test_a_refused_group_rolls_back_alone(store: NodeStore) -> None:
     assert [r.round_id for r in records.rounds] == [1]
     assert records.rounds[0].status is S.OPEN and records.rounds[0].clients == 3
     assert [s.client for s in records.submissions[1]] == ["a", "b", "d"]
-    assert set(records.receipts[1]) == {"a", "b", "d"}
+    assert len(records.receipts[1]) == 3
+    assert all(records.receipts[1].get(c) is not None for c in "abd")
     assert store.apply([]) == []
 
 
@@ -959,7 +962,8 @@ def valid_write(data: st.DataObject, m: MemoryStore) -> Write:
     if not free:
         return ForgetReceipts(r)
     client = data.draw(st.sampled_from(free))
-    return AddSubmission(r, Submission(client, data.draw(st.binary(max_size=8)), payloads(data)))
+    digest = data.draw(st.binary(min_size=32, max_size=32))
+    return AddSubmission(r, Submission(client, digest, payloads(data)))
 
 
 def refused_write(data: st.DataObject, m: MemoryStore) -> Write:
@@ -1020,3 +1024,17 @@ def test_only_small_rows_are_inserted_many_to_a_statement() -> None:
     assert [s.multi_row for s in subs] == [True, True]
     outbound = group_statements([PutOutbound(1, batch((b"ab", b"cd"), (b"ef",), clients=3))])
     assert [s.multi_row for s in outbound] == [False, False]
+
+
+def test_receipts_are_read_back_compact_except_the_open_rounds(store: NodeStore) -> None:
+    """Recovery reads each round's receipts as a table, compacted as soon as its rows end
+    (one round's dict at a time), except a round still taking submissions."""
+    ok(store, [new(1, status=S.CONFIRMED), new(2)])
+    ok(store, [AddSubmission(1, sub(f"c{i}", i)) for i in range(40)])
+    ok(store, [AddSubmission(2, sub("late", 7)), AddSubmission(1, sub("c3", 99))])
+    receipts = store.records().receipts
+    first, second = receipts[1], receipts[2]
+    assert isinstance(first, ReceiptTable) and isinstance(second, ReceiptTable)
+    assert first.is_compact and not second.is_compact
+    expected = {f"c{i}": bytes([i]) * 32 for i in range(40)} | {"c3": bytes([99]) * 32}
+    assert first == expected and second == {"late": bytes([7]) * 32}
