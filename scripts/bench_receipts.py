@@ -17,6 +17,13 @@ characters, random digests) and reports, per receipt:
 Each measurement runs in a fresh process, so that memory one kind freed is not reused by
 the other.
 
+``--restart`` also writes the rounds into a node's store (``mixnet.store.NodeStore``, in a
+temporary directory; one payload of 4 bytes per submission) and measures what reading them
+back costs a restarted entry mix, as the peak resident memory above the process's start
+(``VmHWM``), each in a fresh process: ``NodeStore.records()``, which compacts each finished
+round as soon as its rows end, against reading every receipt into a ``dict`` per round
+(what ``records()`` did before), ``restart_peak_bytes`` per receipt each.
+
 Prints a table; ``--json FILE`` writes it.
 """
 
@@ -29,6 +36,7 @@ import multiprocessing
 import os
 import statistics
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -102,6 +110,71 @@ def _in_child(kind: str, rounds: int, users: int, id_length: int) -> dict[str, f
     return result
 
 
+def _peak() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _write_store(path: Path, rounds: int, users: int, id_length: int) -> None:
+    """``rounds`` confirmed rounds of ``users`` stored submissions each (their receipts)."""
+    from mixnet.core.records import AddSubmission, DropIntake, NewRound, Submission
+    from mixnet.core.status import RoundStatus
+    from mixnet.store import NodeStore
+
+    with NodeStore(path) as store:
+        for number in range(rounds):
+            r = number + 1
+            store.apply([[NewRound(r, RoundStatus.CONFIRMED, 0.0)]])
+            receipts = _round(users, id_length, number)
+            writes = [AddSubmission(r, Submission(client, digest, (b"\0" * 4,)))
+                      for client, digest in receipts.items()]  # fmt: skip
+            for start in range(0, len(writes), 5000):
+                errors = store.apply([[w] for w in writes[start : start + 5000]])
+                if any(errors):
+                    raise RuntimeError(f"the store refused a write: {errors}")
+            store.apply([[DropIntake(r)]])  # confirmed: the intake goes, the receipts stay
+
+
+def restart_peak(path: str, how: str) -> float:
+    """Peak resident bytes above this fresh process's start while it reads the store's
+    receipts ``how``: ``records`` (``NodeStore.records()``) or ``dicts``."""
+    import sqlite3
+
+    from mixnet.store import NodeStore
+
+    gc.collect()
+    before = _rss()
+    if how == "records":
+        with NodeStore(path) as store:
+            kept: object = store.records().receipts
+    else:
+        connection = sqlite3.connect(path)
+        receipts: dict[int, dict[str, bytes]] = {}
+        for r, client, digest in connection.execute(
+            "SELECT round_id, client, digest FROM receipts ORDER BY round_id, rowid"
+        ):
+            receipts.setdefault(r, {})[client] = digest
+        connection.close()
+        kept = receipts
+    del kept
+    return float(_peak() - before)
+
+
+def _restart(rounds: int, users: int, id_length: int) -> dict[str, float]:
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "node.db"
+        _write_store(path, rounds, users, id_length)
+        result = {}
+        for how in ("dicts", "records"):
+            with context.Pool(1, maxtasksperchild=1) as pool:
+                result[how] = pool.apply(restart_peak, (str(path), how)) / (rounds * users)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=100_000, help="receipts per round (100000)")
@@ -109,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="rounds kept at once (16, as the entry mix keeps them)")  # fmt: skip
     parser.add_argument("--id-length", type=int, default=36,
                         help="characters per client id (36, a UUID's)")  # fmt: skip
+    parser.add_argument("--restart", action="store_true",
+                        help="also measure reading them back from a node's store")  # fmt: skip
     parser.add_argument("--json", type=Path, default=None, metavar="FILE")
     args = parser.parse_args(argv)
     if args.users < 1 or args.rounds < 1 or not 8 <= args.id_length <= 256:
@@ -123,9 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         compact = f"{row['compact_seconds']:.3f}" if kind == "compact" else "—"
         table.add_row(kind, f"{row['live_bytes']:.0f}", f"{row['rss_bytes']:.0f}", compact)
     Console().print(table)
+    restart = None
+    if args.restart:
+        restart = _restart(args.rounds, args.users, args.id_length)
+        Console().print(
+            "restart, peak RSS per receipt while reading them back: "
+            f"dict per round {restart['dicts']:.0f} B, NodeStore.records() "
+            f"{restart['records']:.0f} B"
+        )
     if args.json is not None:
         record = {"users": args.users, "rounds": args.rounds, "id_length": args.id_length,
-                  "results": results}  # fmt: skip
+                  "results": results, "restart_peak_bytes": restart}  # fmt: skip
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(record, indent=2))
     return 0

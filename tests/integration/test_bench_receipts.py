@@ -27,6 +27,21 @@ def test_a_small_run_writes_its_record(tmp_path: Path) -> None:
     # a dict entry holds a str and a bytes object; the table a key, a digest and a slot
     assert kept["live_bytes"] > 150 and 52 <= compact["live_bytes"] < 80
     assert compact["compact_seconds"] > 0 and kept["compact_seconds"] == 0
+    assert record["restart_peak_bytes"] is None  # not asked for
+
+
+def test_restart_reads_the_store_back_both_ways(tmp_path: Path) -> None:
+    out = tmp_path / "receipts.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / "bench_receipts.py"), "--users", "3000", "--rounds", "3",
+         "--restart", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "NodeStore.records()" in proc.stdout
+    restart = json.loads(out.read_text())["restart_peak_bytes"]
+    assert set(restart) == {"dicts", "records"}
+    assert all(value > 0 for value in restart.values())
 
 
 @pytest.mark.parametrize("argv", [["--users", "0"], ["--rounds", "0"], ["--id-length", "4"]])
