@@ -95,7 +95,8 @@ class ReceiptTable:
 
     @property
     def is_compact(self) -> bool:
-        """Whether :meth:`compact` was called (since the last :meth:`clear`)."""
+        """Whether the receipts are in the compact table (after :meth:`compact` or
+        :meth:`adopt`, until :meth:`clear`)."""
         return self._table is not None
 
     def __len__(self) -> int:
