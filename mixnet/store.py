@@ -27,9 +27,10 @@ What is kept, per round (ids are ints in ``[0, 2**63)``): the round (status, tim
 the X25519 secret key until erased, the signed round-key announcements); the intake
 (submissions at the entry mix, batch chunks downstream); the entry mix's receipts (client →
 32-byte submission digest; read back as a compact table per round,
-:func:`~mixnet.store_decode.receipts_from_rows`); the outbound batch with per-chunk acknowledgements — at a mix before the
-last only as the 32-byte seed of its permutation and each chunk's size, from which a restarted
-mix derives the chunks again out of the intake (:mod:`mixnet.core.outbound`); the sink's
+:func:`~mixnet.store_decode.receipts_from_rows`); the outbound batch with per-chunk
+acknowledgements — at a mix before the last only as the 32-byte seed of its permutation and
+each chunk's size, from which a restarted mix derives the chunks again out of the intake
+(:mod:`mixnet.core.outbound`); the sink's
 result as JSON. A payload list is one blob (equal-length items concatenated) with its item
 length and count, so a round of 500,000 payloads costs one row per list, not one per payload.
 
