@@ -47,7 +47,7 @@ def test_property_answers_as_the_dict(
     """Any mix of adds (repeated clients, replaced digests; small and vectorized calls),
     compactions and clears leaves the table answering get, in, isdisjoint and len exactly
     as a dict updated the same way."""
-    table, model = ReceiptTable(), {}
+    table, model = ReceiptTable(), dict[str, bytes]()
     for op, pairs in ops:
         if op == "add":
             clients, digests = [c for c, _ in pairs], [digest(n) for _, n in pairs]
