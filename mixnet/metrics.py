@@ -5,7 +5,8 @@ the process-wide default one), so several nodes can live in one process (tests, 
 chain) without their series colliding. The node adapter calls the small typed methods
 (:meth:`NodeMetrics.frame`, :meth:`~NodeMetrics.error`, :meth:`~NodeMetrics.refuse`,
 :meth:`~NodeMetrics.round_finished`, :meth:`~NodeMetrics.set_open_rounds`,
-:meth:`~NodeMetrics.set_queued`, :meth:`~NodeMetrics.set_connections`) and serves
+:meth:`~NodeMetrics.set_queued`, :meth:`~NodeMetrics.set_connections`,
+:meth:`~NodeMetrics.set_receipts`) and serves
 :meth:`~NodeMetrics.render` at ``GET /metrics``.
 
 Every mixnet series carries the labels ``node`` and ``hop``; some add one more (``code``,
@@ -28,7 +29,8 @@ Series:
   connection guard's reasons (:data:`mixnet.limits.REFUSALS`: ``connections``,
   ``evicted``, ``idle``, ``submissions``) are present from the start, at 0.
 * ``mixnet_open_rounds``, ``mixnet_queued_messages``, ``mixnet_connections`` (open
-  connections): gauges.
+  connections), ``mixnet_receipts`` (receipts the entry mix keeps, :mod:`mixnet.core.receipts`;
+  0 elsewhere): gauges.
 * ``mixnet_hop_seconds``, ``mixnet_round_seconds``: histograms (:data:`SECONDS_BUCKETS`).
 * ``mixnet_node_info{node,hop,role}``: always 1; names this node's role.
 * ``process_*`` (where ``/proc`` exists) and ``python_info``: the process and platform
@@ -179,6 +181,13 @@ class NodeMetrics:
         self.connections = Gauge(
             "mixnet_connections", "Connections open at this node.", base, registry=registry
         )
+        self.receipts = Gauge(
+            "mixnet_receipts",
+            "Receipts the entry mix keeps for exact retries, over the rounds it keeps them for"
+            " (0 at other nodes).",
+            base,
+            registry=registry,
+        )
         self.open_rounds = Gauge(
             "mixnet_open_rounds", "Rounds not yet finished at this node.", base, registry=registry
         )
@@ -214,6 +223,7 @@ class NodeMetrics:
         self._open_rounds = self.open_rounds.labels(*labels)
         self._queued = self.queued_messages.labels(*labels)
         self._connections = self.connections.labels(*labels)
+        self._receipts = self.receipts.labels(*labels)
         self._hop_seconds = self.hop_seconds.labels(*labels)
         self._round_seconds = self.round_seconds.labels(*labels)
         self.excluded.labels(*labels)
@@ -283,6 +293,10 @@ class NodeMetrics:
     def set_connections(self, count: int) -> None:
         """Set the number of connections open at this node (an int >= 0)."""
         self._connections.set(_count(count, "count"))
+
+    def set_receipts(self, count: int) -> None:
+        """Set the number of receipts the entry mix keeps (an int >= 0)."""
+        self._receipts.set(_count(count, "count"))
 
     def add_peel_workers(self, pids: Callable[[], Sequence[int]]) -> None:
         """Register ``mixnet_peel_workers`` and ``mixnet_peel_workers_cpu_seconds_total``

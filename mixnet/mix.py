@@ -479,6 +479,10 @@ class MixNode(BaseNode):
         )
         return self.machine.mixed(action.round_id, chunks, signatures, seed=seed)
 
+    def receipts_held(self) -> int:
+        """Receipts the entry mix keeps, over the rounds it keeps them for (0 at a relay)."""
+        return sum(len(st.receipts) for st in self.machine.rounds.values())
+
     async def compact_receipts(self, action: CompactReceipts) -> list[Action]:
         """Compact an ended round's receipts in a worker thread (the event loop goes on
         answering, reading the receipts as they are meanwhile); the machine takes the copy."""

@@ -491,6 +491,11 @@ class BaseNode(ServesSubmitMany, ServesHttp):
         self.metrics.set_open_rounds(sum(1 for s in statuses.values() if s not in TERMINAL))
         self.metrics.set_queued(self.writer.pending)
         self.metrics.set_connections(self.guard.count)
+        self.metrics.set_receipts(self.receipts_held())
+
+    def receipts_held(self) -> int:
+        """Receipts this node keeps for exact retries (the entry mix overrides it)."""
+        return 0
 
     # ------------------------------------------------------------------ websockets
 

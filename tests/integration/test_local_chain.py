@@ -120,3 +120,9 @@ async def test_the_entry_mix_compacts_its_receipts_off_the_event_loop(
         assert threads and threading.main_thread() not in threads
         assert all(len(r.digest) == 32 and table.get(r.client) == r.digest for r in receipts)
         assert table.get("nobody") is None
+        # operators see how many receipts the entry mix keeps (0 at a relay)
+        body = entry._render_metrics()[0].decode()
+        assert f'mixnet_receipts{{hop="0",node="{entry.settings.name}"}} {float(users)}' in body
+        relay = chain.mixes[1]
+        body = relay._render_metrics()[0].decode()
+        assert f'mixnet_receipts{{hop="1",node="{relay.settings.name}"}} 0.0' in body

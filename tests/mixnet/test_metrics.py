@@ -39,7 +39,7 @@ def test_render_is_text_format_with_zeroes_from_the_start() -> None:
     assert 'mixnet_frames_total{hop="0",node="mix1"} 0.0' in text
     found = samples(metrics)
     for name in ("mixnet_frames_total", "mixnet_messages_total", "mixnet_dropped_total",
-                 "mixnet_open_rounds", "mixnet_queued_messages",
+                 "mixnet_open_rounds", "mixnet_queued_messages", "mixnet_receipts",
                  "mixnet_hop_seconds_count", "mixnet_round_seconds_count"):
         assert found[key(name)] == 0.0, name
     for outcome in ROUND_OUTCOMES:
@@ -62,6 +62,7 @@ def test_counters_gauges_and_histograms_have_the_right_labels_and_values() -> No
     metrics.round_finished("confirmed", messages=5, hop_seconds=700.0, round_seconds=42)
     metrics.set_open_rounds(2)
     metrics.set_queued(17)
+    metrics.set_receipts(40)
     found = samples(metrics)
     node = {"node": "mix2", "hop": "1"}
     assert found[key("mixnet_frames_total", **node)] == 3
@@ -75,6 +76,7 @@ def test_counters_gauges_and_histograms_have_the_right_labels_and_values() -> No
     assert found[key("mixnet_dropped_total", **node)] == 2
     assert found[key("mixnet_open_rounds", **node)] == 2
     assert found[key("mixnet_queued_messages", **node)] == 17
+    assert found[key("mixnet_receipts", **node)] == 40
     assert found[key("mixnet_hop_seconds_count", **node)] == 2
     assert found[key("mixnet_hop_seconds_sum", **node)] == pytest.approx(700.3)
     assert found[key("mixnet_hop_seconds_bucket", le="0.5", **node)] == 1
