@@ -9,7 +9,7 @@ measured on this project's machine: about 3 GB for 16 rounds of a million users.
 
 :class:`ReceiptTable` keeps no string and no ``bytes`` object per receipt: the client id's
 16-byte *key* (:func:`client_keys`, BLAKE2b-128 personalised ``mixnet-client``) sits in a
-:class:`~mixnet.core.digests.DigestTable` whose owner is a row of one buffer of 32-byte
+:class:`~mixnet.core.digest_table.DigestTable` whose owner is a row of one buffer of 32-byte
 digests: 59 to 85 bytes per receipt, as the table's load varies between its growths.
 It answers exactly as the ``dict`` did unless two client ids share a 128-bit key: about
 ``n²/2¹²⁹`` for ``n`` receipts of a round (≈ 10⁻²⁷ for a million), and no one can aim a
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from mixnet.core.digests import DIGEST_LENGTH, DigestTable, all_distinct, split_digests
+from mixnet.core.digest_table import DIGEST_LENGTH, DigestTable, all_distinct, split_digests
 
 __all__ = ["RECEIPT_DIGEST_LENGTH", "ReceiptTable", "client_keys"]
 
