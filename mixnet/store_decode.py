@@ -16,7 +16,7 @@ import msgpack
 
 from mixnet.core.intake import SEED_LENGTH
 from mixnet.core.items import Items
-from mixnet.core.receipts import ReceiptTable
+from mixnet.core.receipts import RECEIPT_DIGEST_LENGTH, ReceiptTable
 from mixnet.core.records import (
     Chunk,
     DerivedOutbound,
@@ -225,7 +225,8 @@ def receipts_from_rows(
     it is in ``open_rounds`` (the round that still takes submissions keeps its ``dict``):
     reading 16 rounds of a million receipts holds one round's ``dict`` at a time, not 16.
 
-    :raises CorruptRow: a client id that is not text or a digest that is not 32 bytes.
+    :raises CorruptRow: a client id that is not text or a digest that is not
+        :data:`~mixnet.core.receipts.RECEIPT_DIGEST_LENGTH` bytes.
     """
     tables: dict[int, ReceiptTable] = {}
     current: int | None = None
@@ -240,7 +241,11 @@ def receipts_from_rows(
         tables[current] = table
 
     for r, client, digest in rows:
-        if not isinstance(client, str) or not isinstance(digest, bytes) or len(digest) != 32:
+        if (
+            not isinstance(client, str)
+            or not isinstance(digest, bytes)
+            or len(digest) != RECEIPT_DIGEST_LENGTH
+        ):
             raise CorruptRow("a receipt is corrupt")
         round_id = stored_int(r)
         if round_id != current:
