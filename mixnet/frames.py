@@ -17,12 +17,13 @@ from mixnet.admission import CREDENTIAL_LENGTH, TOKEN_LENGTH
 from mixnet.blame import Accusation
 from mixnet.errors import MalformedFrame, UnexpectedFrameType
 from mixnet.keys import ROUND_KEY_LENGTH, SIGNATURE_LENGTH, RoundKeyAnnouncement
-from mixnet.wire import get_bytes, get_bytes_list, get_float, get_int, get_str
+from mixnet.wire import get_bool, get_bytes, get_bytes_list, get_float, get_int, get_str
 
 __all__ = [
     "MAX_CLIENT_ID_LENGTH",
     "MAX_NAME_LENGTH",
     "MAX_REASON_LENGTH",
+    "PAGE_MAX",
     "ROUND_ID_MAX",
     "AbortRound",
     "Aborted",
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 ROUND_ID_MAX = (1 << 63) - 1
+#: The largest page number of a paged trace or exclusion (and the most pages).
+PAGE_MAX = (1 << 32) - 1
 MAX_NAME_LENGTH = 64
 MAX_CLIENT_ID_LENGTH = 128
 #: Longest reason an ``abort-round`` or ``exclude`` frame carries (characters).
@@ -206,9 +209,12 @@ class BatchAck:
 
 @dataclass(frozen=True)
 class Trace:
-    """mix → successor (after its batch is acknowledged): which of my outputs are proven bad?"""
+    """mix → successor (after its batch is acknowledged): which of my outputs are proven bad?
+    ``page`` (from 0) asks for one page of the answer: the accusations come in pages of at
+    most one reply each, and the reply says whether a next page follows (``Accused.more``)."""
 
     round_id: int
+    page: int = 0
 
 
 @dataclass(frozen=True)
@@ -217,25 +223,37 @@ class Accused:
     about an input of the successor), ``untraced`` items dropped further down without
     evidence, and ``blame``: the name of a mix that could not back its accusations (then the
     round aborts), or empty; ``evidence`` is the accusation that mix made and its
-    predecessor refused (anyone can judge it: :func:`mixnet.core.deliveries.judge`)."""
+    predecessor refused (anyone can judge it: :func:`mixnet.core.deliveries.judge`).
+    ``more``: this is one page of the accusations and the next page (``Trace.page + 1``)
+    may hold more."""
 
     round_id: int
     accusations: tuple[Accusation, ...] = ()
     untraced: int = 0
     blame: str = ""
     evidence: Accusation | None = None
+    more: bool = False
 
 
 @dataclass(frozen=True)
 class Exclude:
     """mix → successor: drop ``items`` (inputs of the successor) and everything they become;
     ``excluded`` submissions are left out in all. A non-empty ``abort`` ends the round
-    without a result instead, for that reason."""
+    without a result instead, for that reason. An exclusion too long for one frame comes in
+    ``pages`` frames, ``page`` 0 to ``pages - 1``, each with the same ``excluded``; it is
+    applied once every page has arrived, and the last page is answered only then."""
 
     round_id: int
     items: tuple[bytes, ...] = ()
     excluded: int = 0
     abort: str = ""
+    page: int = 0
+    pages: int = 1
+
+    @property
+    def final(self) -> bool:
+        """Whether this is the exclusion's last page (an abort always is)."""
+        return bool(self.abort) or self.page + 1 >= self.pages
 
 
 @dataclass(frozen=True)
@@ -360,7 +378,11 @@ def to_wire(frame: Frame) -> dict[str, object]:
         case BatchAck():
             return {"type": "batch-ack", "round": frame.round_id, "chunk": frame.index}
         case Trace():
-            return {"type": "trace", "round": frame.round_id}
+            return {
+                "type": "trace",
+                "round": frame.round_id,
+                **({"page": frame.page} if frame.page else {}),
+            }
         case Accused():
             accused: dict[str, object] = {
                 "type": "accused",
@@ -371,6 +393,8 @@ def to_wire(frame: Frame) -> dict[str, object]:
             }
             if frame.evidence is not None:
                 accused["evidence"] = accusation_to_wire(frame.evidence)
+            if frame.more:
+                accused["more"] = True
             return accused
         case Exclude():
             return {
@@ -379,6 +403,7 @@ def to_wire(frame: Frame) -> dict[str, object]:
                 "items": list(frame.items),
                 "excluded": frame.excluded,
                 "abort": frame.abort,
+                **({"page": frame.page, "pages": frame.pages} if frame.pages > 1 else {}),
             }
         case Excluded():
             return {"type": "excluded", "round": frame.round_id}
@@ -450,7 +475,7 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
             signature=_optional_bytes(frame, "signature", SIGNATURE_LENGTH),
         )
     if kind == "trace":
-        return Trace(_round(frame))
+        return Trace(_round(frame), _optional_page(frame, "page"))
     if kind == "exclude":
         return Exclude(
             round_id=_round(frame),
@@ -464,8 +489,22 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
             ),
             excluded=get_int(frame, "excluded", min_value=0, max_value=ROUND_ID_MAX),
             abort=_reason(frame, "abort"),
+            **_exclude_pages(frame),
         )
     raise UnexpectedFrameType(f"unexpected frame type {kind!r}")
+
+
+def _exclude_pages(frame: Mapping[str, object]) -> dict[str, int]:
+    """An ``exclude`` frame's optional ``page`` and ``pages`` (absent: page 0 of 1).
+
+    :raises MalformedFrame: a field is not an int in range, or ``page`` is not below
+        ``pages``.
+    """
+    pages = get_int(frame, "pages", min_value=1, max_value=PAGE_MAX) if "pages" in frame else 1
+    page = _optional_page(frame, "page")
+    if page >= pages:
+        raise MalformedFrame(f"field 'page' must be < pages ({pages})")
+    return {"page": page, "pages": pages}
 
 
 def _parse_submit(frame: Mapping[str, object], limits: FrameLimits) -> Submit:
@@ -549,6 +588,7 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
             untraced=get_int(frame, "untraced", min_value=0, max_value=ROUND_ID_MAX),
             blame=get_str(frame, "blame", max_length=MAX_NAME_LENGTH),
             evidence=evidence,
+            more=get_bool(frame, "more") if "more" in frame else False,
         )
     if kind == "excluded":
         return Excluded(_round(frame))
@@ -560,6 +600,13 @@ def _reason(frame: Mapping[str, object], key: str) -> str:
     if key not in frame:
         return ""
     return get_str(frame, key, max_length=MAX_REASON_LENGTH)
+
+
+def _optional_page(frame: Mapping[str, object], key: str) -> int:
+    """An optional page number (absent: 0), at most :data:`PAGE_MAX`."""
+    if key not in frame:
+        return 0
+    return get_int(frame, key, min_value=0, max_value=PAGE_MAX)
 
 
 def _optional_count(frame: Mapping[str, object], key: str) -> int:

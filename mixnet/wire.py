@@ -233,6 +233,18 @@ def get_int(
     return value
 
 
+def get_bool(frame: Mapping[str, object], key: str) -> bool:
+    """Return the bool field ``key``.
+
+    Raises :class:`MalformedFrame` naming the field if it is missing or not a bool (an int
+    is not a bool here).
+    """
+    value = _field(frame, key)
+    if not isinstance(value, bool):
+        raise MalformedFrame(f"field {key!r} must be bool")
+    return value
+
+
 def get_float(frame: Mapping[str, object], key: str) -> float:
     """Return the number field ``key`` as a float (ints accepted, bools and non-finite
     values refused with :class:`MalformedFrame` naming the field)."""

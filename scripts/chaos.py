@@ -61,8 +61,9 @@ client (the *poisoner*, before the users) submits a submission the trace must ex
 at a mix after the first (mix 2 to the last, the next one at each point and one further at
 each turn of the targets, so that every node is killed with each): that mix cannot peel it,
 keeps the failure for the trace and proves it (``no-owner``); with ``payload`` (a chain
-without proofs) every layer opens but one share is not reduced mod N, which the analyzer's
-validator at the last mix refuses (``invalid-payload``); with ``twins`` two of its onions
+without proofs) every layer opens but one share (``--bad-shares K``: K shares; more than one
+``accused`` reply carries make the trace go in pages) is not reduced mod N, which the
+analyzer's validator at the last mix refuses (``invalid-payload``); with ``twins`` two of its onions
 differ in every layer up to a mix between the first and the last (chosen likewise) and hold
 one onion after it, which that mix peels twice, leaves out and accuses (``duplicate``; a
 trace reply carries at least two accusations, so this works with chunks of any size). The
@@ -254,10 +255,12 @@ def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
 
 
 def bad_payload_box(net: ChainClient, info: RoundInfo, shape: Shape) -> bytes:
-    """A submission box for ``info``'s round whose first share is not reduced mod N (all
-    ones): every layer opens, and the last mix's validator refuses the payload."""
+    """A submission box for ``info``'s round whose first ``shape.bad_shares`` shares are not
+    reduced mod N (all ones): every layer opens, and the last mix's validator refuses those
+    payloads (more than one ``accused`` reply carries: the trace goes in pages)."""
     width = len(encode_share(0, shape.modulus))
-    payloads = [b"\xff" * width] + [encode_share(0, shape.modulus)] * (shape.messages - 1)
+    bad = min(shape.bad_shares, shape.messages)
+    payloads = [b"\xff" * width] * bad + [encode_share(0, shape.modulus)] * (shape.messages - bad)
     return net.mixnet.wrap(payloads, info)
 
 
@@ -315,6 +318,8 @@ class Shape:
     #: with ``poison``: ``min_users = users``, so excluding the poisoner aborts every round
     #: after its trace (``--abort``)
     abort: bool = False
+    #: with ``poison == "payload"``: how many of the poisoner's shares the validator refuses
+    bad_shares: int = 1
 
     @property
     def mix_names(self) -> tuple[str, ...]:
@@ -781,7 +786,9 @@ class Driver:
         (:func:`bad_payload_box`), or its first two onions collide at a mix between the first
         and the last (:func:`twins_box`; likewise)."""
         if self.shape.poison == "payload":
-            point.checks.append("poisoner submits a share that is not reduced mod N")
+            bad = self.shape.bad_shares
+            what = "a share that is" if bad == 1 else f"{bad} shares that are"
+            point.checks.append(f"poisoner submits {what} not reduced mod N")
             box = await asyncio.to_thread(bad_payload_box, net, info, self.shape)
         elif self.shape.poison == "twins":  # at each mix between the first and the last
             hop = 1 + self._turn(point, self.shape.mixes - 2)
@@ -1272,6 +1279,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"mixes in the chain, {MIX_COUNTS.start}..{MIX_COUNTS.stop - 1} (default 3); "
         "the points kill every mix in turn, then the analyzer",
     )
+    p.add_argument(
+        "--bad-shares", type=int, default=1,
+        help="with --poison payload: how many of the poisoner's shares the validator refuses "
+        "(default 1; more than one reply's accusations, 2 with chunks of 1, make the trace "
+        "go in pages)",
+    )
     p.add_argument("--json", type=Path, default=None, help="write every detail here")
     p.add_argument("--keep", action="store_true", help="keep the chain directories")
     p.add_argument("--quiet", action="store_true", help="no per-point progress lines")
@@ -1284,6 +1297,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--poison needs --users >= 3 (the probe, a user and the poisoner)")
     if args.abort and not args.poison:
         p.error("--abort needs --poison (the exclusion is what aborts the round)")
+    if args.bad_shares != 1 and args.poison != "payload":
+        p.error("--bad-shares needs --poison payload")
+    if not 1 <= args.bad_shares <= args.messages:
+        p.error("--bad-shares must be in 1..--messages")
     if args.mixes not in MIX_COUNTS:
         p.error(f"--mixes must be in {MIX_COUNTS.start}..{MIX_COUNTS.stop - 1}")
     if args.messages < 4:
@@ -1297,7 +1314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     shape = Shape(
         args.users, args.messages, args.chunk_size, args.poison, args.tls, args.mixes,
-        args.abort,
+        args.abort, args.bad_shares,
     )
     plan = schedule(args.points, args.seed, args.mixes)
     processes = Processes()
@@ -1340,6 +1357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "chunk_size": shape.chunk_size,
             "mixes": shape.mixes,
             "poison": shape.poison,
+            "bad_shares": shape.bad_shares,
             "abort": shape.abort,
             "tls": shape.tls,
             "pairs": args.pairs,

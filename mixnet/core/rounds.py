@@ -31,6 +31,7 @@ from mixnet.core.records import (
 )
 from mixnet.core.status import TERMINAL, Role, RoundStatus, advance
 from mixnet.core.submissions import SubmissionTable
+from mixnet.core.trace_pages import EntryTrace, ExclusionPages, OwnAccusations
 from mixnet.errors import RoundClosed
 from mixnet.frames import Batch, BatchAck
 from mixnet.keys import RoundKeyAnnouncement
@@ -137,6 +138,13 @@ class RoundState:
     #: mixes: signatures made off the event loop, by outbound chunk index: (the chunk's
     #: ``payloads`` object they were made over, the signature); used only for that object
     signatures: dict[int, tuple[object, bytes]] = field(default_factory=dict)
+    #: relay and last mix: its own accusations in the trace, in pages (computed once the
+    #: trace asks; memory only)
+    own_accused: OwnAccusations | None = None
+    #: last mix: the pages of a paged ``exclude`` gathered so far (memory only)
+    exclusion: ExclusionPages | None = None
+    #: entry mix: its progress through the round's verdict (memory only)
+    entry_trace: EntryTrace = field(default_factory=EntryTrace)
 
 
 #: Ids of pruned rounds a machine remembers (to refuse them with a typed error; an older one

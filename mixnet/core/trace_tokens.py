@@ -60,3 +60,5 @@ class TraceProved:
     #: after the failures, inputs whose layers hold an onion another input's also holds
     #: (each starts a ``duplicate`` accusation here)
     duplicates: int = 0
+    #: the reply is a page of the trace and a next page may hold more (``Accused.more``)
+    more: bool = False

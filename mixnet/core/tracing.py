@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import cast
 
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
@@ -55,6 +56,7 @@ from mixnet.core.records import (
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import Role, RoundStatus
 from mixnet.core.trace_caps import accusation_cap
+from mixnet.core.trace_pages import ExclusionPages, OwnAccusations, own_pages
 from mixnet.core.trace_tokens import (
     BlameChecked,
     IntakeNeeded,
@@ -181,25 +183,6 @@ class TracingMix(MixRounds):
             return self._traced(cast(Trace, args[0]), cast(Accused, args[1]))
         return self.verified(args[0], cast("Sequence[bool]", args[1]), now)  # "verified"
 
-    def _failed(self, st: RoundState, room: int) -> tuple[tuple[bytes, ...], int, int]:
-        """This mix's own inputs to accuse, at most ``room`` of them: those that did not
-        peel, then those whose layers hold a repeated onion (``st.duplicates``; their inputs
-        must be read back first). Returns them, how many of them are the first kind, and
-        the untraced count: the dropped items that are not accused here."""
-        failed = tuple(item for index in sorted(st.chunk_failed) for item in st.chunk_failed[index])
-        failed = failed[: max(0, room)]
-        twins: list[bytes] = []
-        if st.duplicates:  # whole groups only: a duplicate holds only with its twins
-            groups: dict[bytes, list[bytes]] = {}
-            for item, output in self._pairs(st):
-                if output in st.duplicates:
-                    groups.setdefault(bytes(output), []).append(item)
-            for group in groups.values():
-                if len(failed) + len(twins) + len(group) <= room:
-                    twins += group
-        accused = failed + tuple(twins)
-        return accused, len(failed), st.dropped - len(accused)
-
     def _hop_keys(self, st: RoundState) -> dict[int, bytes]:
         """Hop → round public key of this mix and every later one (announced in order)."""
         return {self.hop + i: a.public_key for i, a in enumerate(st.announcements)}
@@ -212,6 +195,7 @@ class TracingMix(MixRounds):
         st.chunk_failed.clear()
         st.duplicates.clear()
         st.received.clear()
+        st.own_accused = st.exclusion = None
         return Persist(
             (DropIntake(st.round_id), EraseKey(st.round_id), SetRound(st.round_id, status=status))
         )
@@ -219,7 +203,9 @@ class TracingMix(MixRounds):
     # ------------------------------------------------------------------ trace
 
     def on_trace(self, frame: Trace, now: float) -> list[Action]:
-        """Event: ``trace`` from the predecessor.
+        """Event: ``trace`` from the predecessor, for page ``frame.page`` of the accusations
+        (:mod:`mixnet.core.trace_pages`): one of this mix's own pages, or — at a relay, past
+        them — its successor's page traced back through it.
 
         :raises UnknownRound: the round is unknown here.
         :raises NotReady: the round is not past its batch here yet (ask again later).
@@ -231,31 +217,61 @@ class TracingMix(MixRounds):
         if ended:
             return ended
         st = self._round(frame.round_id)
-        if self.role is Role.LAST and st.status is RoundStatus.MIXED:
-            bad: tuple[bytes, ...] = ()
-            if st.intake_loaded:
-                bad = tuple(i for i, payload in self._pairs(st) if not self.validator(payload))
-                st.all_valid = not bad
-            else:  # the usual round: every payload valid, nothing to prove, no inputs needed
+        ready = RoundStatus.MIXED if self.role is Role.LAST else RoundStatus.FORWARDED
+        if st.status is not ready:
+            raise NotReady(f"round {frame.round_id} is {st.status.value} here")
+        own = self._own(st)
+        if own is None:
+            return self._needs_intake(st, "trace", frame)
+        if frame.page < len(own.pages):
+            page = own.pages[frame.page]
+            # a relay's successor may have pages after its own; the last mix knows
+            more = self.role is Role.RELAY or frame.page + 1 < len(own.pages)
+            token = TraceProved(
+                frame.round_id, None, own.untraced, page.failures, page.duplicates, more
+            )
+            return [Prove(frame.round_id, page.items, token, failures=page.failures)]
+        if self.role is Role.LAST:
+            return [Reply(Accused(frame.round_id, untraced=own.untraced))]
+        return [Send(Trace(frame.round_id, frame.page - len(own.pages)))]
+
+    def _own(self, st: RoundState) -> OwnAccusations | None:
+        """This mix's own accusations in the round, in pages (computed once, memory only),
+        or ``None`` while they need the inputs on disk (the caller reads them back): inputs
+        that did not peel, those whose layers hold a repeated onion (``st.duplicates``) and,
+        at the last mix, those whose payloads the validator refuses. Proving any of them
+        needs the inputs too (for their deliveries)."""
+        if st.own_accused is not None:
+            return st.own_accused
+        last = self.role is Role.LAST
+        if not st.intake_loaded:
+            if last:  # the usual round: every payload valid, nothing to prove
                 st.all_valid = all(
                     all_valid(self.validator, st.chunk_payloads[index])
                     for index in sorted(st.chunk_payloads)
                 )
-                if not st.all_valid or st.chunk_failed or st.failures_on_disk:
-                    return self._needs_intake(st, "trace", frame)
-            cap = accusation_cap(self.chunk_size, self.hop + 1)
-            failed, failures, untraced = self._failed(st, cap)
-            # more than fit one reply: the excess is untraced, and the round aborts
-            room = cap - len(failed)
-            untraced += max(0, len(bad) - room)
-            bad = bad[:room]
-            token = TraceProved(frame.round_id, None, untraced, failures, len(failed) - failures)
-            if not bad and not failed:
-                return self.proved(token, [])
-            return [Prove(frame.round_id, failed + bad, token, failures=failures)]
-        if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:
-            return [Send(Trace(frame.round_id))]
-        raise NotReady(f"round {frame.round_id} is {st.status.value} here")
+            if (last and not st.all_valid) or st.duplicates or st.chunk_failed:
+                return None
+            if st.failures_on_disk:
+                return None
+            st.own_accused = OwnAccusations(untraced=st.dropped)
+            return st.own_accused
+        failed = [item for index in sorted(st.chunk_failed) for item in st.chunk_failed[index]]
+        groups: dict[bytes, list[bytes]] = {}
+        refused: list[bytes] = []
+        if st.duplicates or last:
+            for item, output in self._pairs(st):
+                if output in st.duplicates:
+                    groups.setdefault(bytes(output), []).append(item)
+                elif last and not self.validator(output):
+                    refused.append(item)
+        if last:
+            st.all_valid = not refused
+        cap = accusation_cap(self.chunk_size, self.hop + 1)
+        st.own_accused = own_pages(
+            failed, list(groups.values()), refused, cap=cap, dropped=st.dropped
+        )
+        return st.own_accused
 
     def _trace_ended(self, round_id: int) -> list[Action]:
         """The answer to a trace of a round whose trace is over here — also when it ended
@@ -295,20 +311,12 @@ class TracingMix(MixRounds):
                 return [Reply(Accused(sent.round_id, blame=self.successor))]
             checked = BlameChecked(sent.round_id, reply)
             return [Verify(sent.round_id, (reply.evidence,), keys, checked)]
+        own = self._own(st)  # found when the trace asked (else read back first)
+        if own is None:
+            return self._needs_intake(st, "traced", sent, reply)
         if not reply.accusations:
-            if st.failures_on_disk or st.duplicates:  # its own to be read back first
-                load = self._needs_intake(st, "traced", sent, reply)
-                if load:
-                    return load
-            cap = accusation_cap(self.chunk_size, self.hop + 1)
-            failed, failures, untraced = self._failed(st, cap)
-            proved = TraceProved(
-                sent.round_id, (), reply.untraced + untraced, failures, len(failed) - failures
-            )
-            if not failed:
-                return self.proved(proved, [])
-            load = self._needs_intake(st, "traced", sent, reply)  # for the deliveries
-            return load or [Prove(sent.round_id, failed, proved, failures=failures)]
+            untraced = reply.untraced + own.untraced
+            return [Reply(Accused(sent.round_id, untraced=untraced, more=reply.more))]
         token = TraceVerified(sent.round_id, reply)
         return [Verify(sent.round_id, reply.accusations, self._hop_keys(st), token)]
 
@@ -346,13 +354,11 @@ class TracingMix(MixRounds):
                 # it does not hold, or names an item this mix never sent
                 return [Reply(Accused(token.round_id, blame=self.successor, evidence=accusation))]
             inputs.append(item)
-        cap = accusation_cap(self.chunk_size, self.hop + 1)
-        failed, failures, untraced = self._failed(st, cap - len(accusations))
-        proved = TraceProved(
-            token.round_id, accusations, token.reply.untraced + untraced, failures,
-            len(failed) - failures,
-        )  # fmt: skip
-        return [Prove(token.round_id, failed + tuple(inputs), proved, failures=failures)]
+        own = self._own(st)
+        assert own is not None  # the inputs are read back
+        untraced = token.reply.untraced + own.untraced
+        proved = TraceProved(token.round_id, accusations, untraced, more=token.reply.more)
+        return [Prove(token.round_id, tuple(inputs), proved)]
 
     def proved(
         self, token: object, steps: Sequence[Step | MixnetError], now: float = 0.0
@@ -393,7 +399,7 @@ class TracingMix(MixRounds):
                 a.extended(s, found.get(s.item))
                 for a, s in zip(token.accusations, rest, strict=True)
             )
-        return [Reply(Accused(token.round_id, own + accused, token.untraced))]
+        return [Reply(Accused(token.round_id, own + accused, token.untraced, more=token.more))]
 
     # ------------------------------------------------------------------ exclude
 
@@ -418,8 +424,13 @@ class TracingMix(MixRounds):
                     return load
                 following = {item: output for item, output in self._pairs(st) if item in wanted}
                 outputs = tuple(following[i] for i in frame.items if i in following)
-            return [Send(Exclude(frame.round_id, outputs, frame.excluded, frame.abort))]
+            return [Send(replace(frame, items=outputs))]
         if self.role is Role.LAST and st.status is RoundStatus.MIXED:
+            if frame.pages > 1 and not frame.abort:
+                whole = self._gather(st, frame)
+                if whole is None:
+                    return [Reply(Excluded(frame.round_id))]  # not the last page: go on
+                frame = whole
             if frame.items and not frame.abort:  # the usual round excludes none
                 load = self._needs_intake(st, "exclude", frame)
                 if load:
@@ -427,11 +438,31 @@ class TracingMix(MixRounds):
             return self._release(st, frame)
         raise NotReady(f"round {frame.round_id} is {st.status.value} here")
 
+    def _gather(self, st: RoundState, frame: Exclude) -> Exclude | None:
+        """Last mix: keep a page of a paged exclusion; the whole exclusion once every page
+        is here, else ``None``.
+
+        :raises NotReady: ``frame`` is the last page and some are missing (a restart lost
+            them): the entry mix starts the verdict over.
+        :raises MalformedFrame: the pages name more items than the round has here.
+        """
+        pages = st.exclusion
+        if pages is None or not pages.matches(frame):  # a new exclusion replaces another
+            held = sum(len(p) for p in st.chunk_payloads.values()) + st.dropped
+            pages = st.exclusion = ExclusionPages(frame.pages, frame.excluded, limit=held)
+        if pages.add(frame):
+            return pages.whole(frame.round_id)
+        if frame.final:
+            missing = frame.pages - len(pages.got)
+            raise NotReady(f"{missing} pages of round {frame.round_id}'s exclusion are missing")
+        return None
+
     def _excluded(self, sent: Exclude, reply: Excluded) -> list[Action]:
-        """The successor applied the exclusion: this relay's part is over."""
+        """The successor took a page of the exclusion; after the last page (answered once
+        the whole exclusion applied) this relay's part is over."""
         st = self._round(sent.round_id)
         actions: list[Action] = []
-        if st.status is RoundStatus.FORWARDED:
+        if st.status is RoundStatus.FORWARDED and sent.final:  # every page has passed
             status = RoundStatus.ABORTED if sent.abort else RoundStatus.CONFIRMED
             actions.append(self._finish(st, status))
         return [*actions, Reply(Excluded(sent.round_id))]
@@ -493,6 +524,7 @@ class TracingMix(MixRounds):
         st.chunk_failed.clear()
         st.duplicates.clear()
         st.received.clear()
+        st.own_accused = st.exclusion = None
         writes += [
             DropIntake(r),
             EraseKey(r),

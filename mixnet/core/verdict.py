@@ -20,7 +20,7 @@ reading an aborted chain's silence as a verdict with nothing to accuse).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mixnet.core.actions import Action, CompactReceipts, Persist, Send, Verify
@@ -31,6 +31,7 @@ from mixnet.core.records import DropIntake, ForgetReceipts, SetRound
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import RoundStatus
 from mixnet.core.trace_caps import exclude_cap
+from mixnet.core.trace_pages import EntryTrace, exclusion_pages
 from mixnet.errors import (
     BadLength,
     FrameTooLarge,
@@ -69,10 +70,12 @@ class BlameJudged:
 
 @dataclass(frozen=True)
 class VerdictChecked:
-    """Token of the :class:`Verify` of the chain's accusations about the entry's batch."""
+    """Token of the :class:`Verify` of the chain's accusations about the entry's batch
+    (trace page ``page``)."""
 
     round_id: int
     reply: Accused
+    page: int = 0
 
 
 class EntryVerdict(MixRounds):
@@ -98,7 +101,7 @@ class EntryVerdict(MixRounds):
             if st.trace_at is not None and now >= st.trace_at:
                 st.trace_at = None
                 if st.status is RoundStatus.FORWARDED:
-                    actions.append(Send(Trace(st.round_id)))
+                    actions.append(Send(Trace(st.round_id, st.entry_trace.page)))
         return actions
 
     # ------------------------------------------------------------------ events
@@ -106,6 +109,7 @@ class EntryVerdict(MixRounds):
     def _forwarded(self, st: RoundState) -> list[Action]:
         if self.hops == 1:  # the entry mix is the last: it checked every payload at intake
             return self._confirmed(st, Exclude(st.round_id))
+        st.entry_trace = EntryTrace()
         return [Send(Trace(st.round_id))]
 
     def verdict_reply(self, sent: Frame, reply: Frame, now: float) -> list[Action] | None:
@@ -115,6 +119,9 @@ class EntryVerdict(MixRounds):
             st = self.rounds.get(sent.round_id)
             if st is None or st.status is not RoundStatus.FORWARDED:
                 return []
+            progress = st.entry_trace
+            if sent.page != progress.page or progress.exclusion:
+                return []  # an answer to a page asked before (the verdict went on)
             st.trace_failures = 0
             if reply.round_id != sent.round_id:
                 return self._conclude(st, f"mix {self.successor} answered for another round")
@@ -129,15 +136,31 @@ class EntryVerdict(MixRounds):
                     judged = BlameJudged(st.round_id, reply)
                     return [Verify(st.round_id, (evidence,), keys, judged)]
                 return self._conclude(st, f"mix {reply.blame} could not back its accusations")
+            if reply.untraced:
+                return self._conclude(
+                    st,
+                    f"{reply.untraced} items were dropped or refused after the entry mix without "
+                    "evidence (a layer that did not open, a replay, or a group of colliding "
+                    "onions larger than one trace reply): they cannot be traced",
+                )
             if not reply.accusations:
-                return self._exclude(st, reply, [])
-            token = VerdictChecked(st.round_id, reply)
+                return self._next_page(st, reply)
+            token = VerdictChecked(st.round_id, reply, sent.page)
             return [Verify(st.round_id, reply.accusations, keys, token)]
         if isinstance(sent, Exclude) and isinstance(reply, Excluded):
             st = self.rounds.get(sent.round_id)
             if st is None or st.status is not RoundStatus.FORWARDED:
                 return []
-            return self._confirmed(st, sent)
+            if sent.final:
+                return self._confirmed(st, sent)
+            progress = st.entry_trace
+            following = sent.page + 1
+            if progress.excluding != sent.page or following >= len(progress.exclusion):
+                return []  # answered before, or a page of an exclusion given up since
+            if progress.exclusion[sent.page] != sent:
+                return []
+            progress.excluding = following
+            return [Send(progress.exclusion[following])]
         return None
 
     def verdict_error(self, sent: Frame, error: MixnetError, now: float) -> list[Action] | None:
@@ -151,6 +174,8 @@ class EntryVerdict(MixRounds):
         if st is None or st.status is not RoundStatus.FORWARDED:
             return []
         aborting = isinstance(sent, Exclude) and bool(sent.abort)
+        if isinstance(sent, Exclude):  # the verdict starts over (a restart may have lost pages)
+            st.entry_trace = EntryTrace()
         if isinstance(error, RoundClosed) and not aborting:
             # a later mix aborted the round (this mix's own abort, sent before a restart that
             # did not store it, or its trace timeout): end it here too
@@ -188,30 +213,46 @@ class EntryVerdict(MixRounds):
         st = self.rounds.get(token.round_id)
         if st is None or st.status is not RoundStatus.FORWARDED:
             return []
+        progress = st.entry_trace
+        if token.page != progress.page or progress.exclusion:
+            return []  # a page checked before (the verdict went on)
         accusations = token.reply.accusations
         blame = f"mix {self.successor} could not back its accusations"
         if len(results) != len(accusations) or not all(results):
             return self._conclude(st, blame)
-        origin = {item: client for client, items in st.submissions.items() for item in items}
-        clients = []
+        if progress.origin is None:  # once for all the round's pages
+            progress.origin = {
+                item: client for client, items in st.submissions.items() for item in items
+            }
         for accusation in accusations:
-            client = origin.get(accusation.item)
+            client = progress.origin.get(accusation.item)
             if accusation.hop != 1 or client is None:
                 return self._conclude(st, blame)  # an item this mix never sent
-            clients.append(client)
-        return self._exclude(st, token.reply, clients)
+            progress.clients.add(client)
+        return self._next_page(st, token.reply)
 
     # ------------------------------------------------------------------ outcomes
 
-    def _exclude(self, st: RoundState, reply: Accused, clients: Sequence[str]) -> list[Action]:
-        """Exclude the submissions of ``clients`` (or abort, see the module docstring)."""
-        if reply.untraced:
+    def _next_page(self, st: RoundState, reply: Accused) -> list[Action]:
+        """A page of the trace is checked: ask for the next, or — after the last — exclude
+        every submission accused. A chain whose pages do not end (an empty page that
+        promises more, or more pages than the round has items: every honest page accuses
+        an item no other page does) is not waited for: the round aborts."""
+        progress = st.entry_trace
+        if not reply.more:
+            return self._exclude(st, progress.clients)
+        if not reply.accusations:
+            return self._conclude(st, f"mix {self.successor} sent an empty page that promised more")
+        progress.page += 1
+        if progress.page > self.messages * len(st.submissions):
             return self._conclude(
-                st,
-                f"{reply.untraced} items were dropped or refused after the entry mix without "
-                "evidence (a layer that did not open, a replay, or more refused payloads than "
-                "one trace reply carries): they cannot be traced",
+                st, f"mix {self.successor}'s accusations run to more pages than the round has items"
             )
+        return [Send(Trace(st.round_id, progress.page))]
+
+    def _exclude(self, st: RoundState, clients: Iterable[str]) -> list[Action]:
+        """Exclude the submissions of ``clients`` (or abort, see the module docstring), in
+        as many ``exclude`` frames as they need (:func:`exclusion_pages`)."""
         excluded = sorted(set(clients))
         remaining = len(st.submissions) - len(excluded)
         if remaining < self.policy.min_users:
@@ -220,19 +261,18 @@ class EntryVerdict(MixRounds):
                 f"{len(excluded)} submissions were excluded; the {remaining} left are fewer "
                 f"than min_users = {self.policy.min_users}",
             )
-        items = tuple(item for client in excluded for item in st.submissions[client])
         cap = exclude_cap(self.policy.chunk_size, self.messages)
-        if len(items) > cap:  # more than any mix accepts in one frame
-            return self._conclude(
-                st,
-                f"{len(excluded)} submissions were excluded; their {len(items)} items are more "
-                f"than one exclude frame carries ({cap})",
-            )
-        return [Send(Exclude(st.round_id, items, len(excluded)))]
+        frames = exclusion_pages(st.round_id, [st.submissions[c] for c in excluded], cap)
+        st.entry_trace.exclusion = frames
+        st.entry_trace.origin = None
+        return [Send(frames[0])]
 
     def _conclude(self, st: RoundState, reason: str) -> list[Action]:
         """Abort the round down the chain for ``reason``."""
-        return [Send(Exclude(st.round_id, (), 0, reason))]
+        abort = Exclude(st.round_id, (), 0, reason)
+        st.entry_trace.exclusion = (abort,)  # answers to the trace's pages are now stale
+        st.entry_trace.origin = None
+        return [Send(abort)]
 
     def _confirmed(self, st: RoundState, sent: Exclude) -> list[Action]:
         """The chain applied the exclusion (or the abort): the round is over here."""
@@ -249,6 +289,7 @@ class EntryVerdict(MixRounds):
             self._move(st, RoundStatus.CONFIRMED)
             writes = (DropIntake(r), SetRound(r, status=RoundStatus.CONFIRMED))
         st.submissions.clear()
+        st.entry_trace = EntryTrace()
         if sent.abort or not st.receipts or st.receipts.is_compact:
             return [Persist(writes)]
         # the intake's memory is free: the receipts, kept for RECEIPT_ROUNDS, are compacted

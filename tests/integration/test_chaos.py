@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.script_module import load_script
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "chaos.py"
 
 
@@ -91,7 +93,7 @@ def test_sigkill_of_every_node_kind_loses_and_doubles_nothing(tmp_path: Path) ->
     ("poison", "checks", "chunk"),
     [("layer", ["poisoner submits garbage for hop 1", "poisoner submits garbage for hop 2"],
       "1"),
-     ("payload", ["poisoner submits a share that is not reduced mod N"], "1"),
+     ("payload", ["poisoner submits 5 shares that are not reduced mod N"], "1"),
      ("twins", ["poisoner submits two onions that collide at hop 1"], "1")],
 )  # fmt: skip
 def test_sigkill_still_excludes_the_poisoned_submission(
@@ -103,10 +105,11 @@ def test_sigkill_still_excludes_the_poisoned_submission(
     or two onions that collide at mix 2 (a restarted middle mix finds them again in its
     stored outputs) — whatever node is killed when."""
     # chunks of one item: the poisoner's m items travel in one exclude frame, a chunk whose
-    # only item did not peel is read back for the trace, and mix 2's reply still carries
-    # both duplicate accusations
+    # only item did not peel is read back for the trace, mix 2's page of its own carries
+    # both duplicate accusations, and 5 refused payloads go in 3 pages of 2 accusations
+    bad = ("--bad-shares", "5") if poison == "payload" else ()
     data = four_points(tmp_path, "--seed", "5", "--users", "4", "--poison", poison,
-                       "--chunk-size", chunk)  # fmt: skip
+                       "--chunk-size", chunk, *bad)  # fmt: skip
     assert data["poison"] == poison
     for index, p in enumerate(data["points"]):
         assert checks[index % len(checks)] in p["checks"]
@@ -163,3 +166,23 @@ def test_two_nodes_killed_at_once_lose_and_double_nothing(tmp_path: Path) -> Non
     assert [p["also"] for p in data["points"]] == ["mix2", "mix3", "analyzer", "mix1"]
     assert all(f"{p['target']} and {p['also']} healthy again" in p["checks"]
                for p in data["points"])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bad-shares", "3"], "--bad-shares needs --poison payload"),
+        (["--poison", "twins", "--bad-shares", "2"], "--bad-shares needs --poison payload"),
+        (["--poison", "payload", "--bad-shares", "9"], "--bad-shares must be in 1..--messages"),
+        (["--poison", "payload", "--bad-shares", "0"], "--bad-shares must be in 1..--messages"),
+    ],
+)
+def test_bad_shares_are_checked(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chaos = load_script("chaos.py", "chaos_arguments")
+    with pytest.raises(SystemExit) as exit_info:
+        chaos.parse_args(args)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    shape = chaos.parse_args(["--poison", "payload", "--bad-shares", "8"])
+    assert shape.bad_shares == 8

@@ -6,7 +6,12 @@ refuses 600 payloads); 4 honest clients submit values. The last mix accuses the 
 in one reply, mix 2 extends each accusation with its step, the entry mix excludes the 100
 submissions, and the round ends with the honest users' exact sum. Each reply is several times
 a chunk of the receiver's items: before frame limits allowed for accusations, mix 2's link
-refused the last mix's reply as too large, and the round never ended."""
+refused the last mix's reply as too large, and the round never ended.
+
+With chunks of 64 the same round needs pages: the last mix names 10 accusations a reply, so the
+trace runs to 60 pages, and one ``exclude`` frame carries 16 submissions, so the exclusion
+runs to 7. Before pages, the accusations beyond the first reply were untraced and the round
+aborted."""
 
 from __future__ import annotations
 
@@ -14,12 +19,15 @@ import asyncio
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
+
 from cloaknet.client import connect
 from cloaknet.encoding import encode_share, quantize
 from cloaknet.localchain import local_chain
 from cloaknet.params import CloakParams
 from cloaknet.protocols import CloakProtocol
 from mixnet.chain import RoundPolicy
+from mixnet.core.trace_caps import accusation_cap, exclude_cap
 from mixnet.link import Link
 from mixnet.settings import FRAME_SLACK
 
@@ -27,9 +35,19 @@ BAD, VALUES = 100, [0.11, 0.25, 0.5, 0.99]
 PARAMS = CloakParams(modulus=1_000_003, precision=100, messages=6, max_users=BAD + 4)
 
 
-async def test_hundreds_of_bad_payloads_are_traced_in_one_reply(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk_size", [None, 64], ids=["one-reply", "pages"])
+async def test_hundreds_of_bad_payloads_are_traced_and_excluded(
+    tmp_path: Path, chunk_size: int | None
+) -> None:
     policy = RoundPolicy(min_users=len(VALUES), max_users=BAD + len(VALUES),
                          deadline_seconds=120.0)  # fmt: skip
+    if chunk_size is None:
+        assert accusation_cap(policy.chunk_size, 3) >= BAD * PARAMS.messages  # one reply
+    else:
+        policy = RoundPolicy(policy.min_users, policy.max_users, policy.deadline_seconds,
+                             chunk_size=chunk_size)  # fmt: skip
+        assert accusation_cap(chunk_size, 3) == 10  # 60 pages of trace
+        assert exclude_cap(chunk_size, PARAMS.messages) == 96  # 7 pages of exclusion
     async with (
         local_chain(tmp_path, CloakProtocol(PARAMS), policy, mixes=3) as chain,
         connect(chain.chain) as net,

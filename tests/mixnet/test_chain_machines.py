@@ -131,17 +131,20 @@ def test_a_chunk_the_next_node_could_not_store_is_sent_again(failing: int) -> No
 
 
 def crash_at_every_step(
-    clients: Sequence[tuple[list[int], bool]], *, chunk_size: int, steps: range
+    clients: Sequence[tuple[list[int], bool]],
+    *,
+    chunk_size: int,
+    steps: range,
+    users: tuple[int, int] = (2, 3),
 ) -> None:
     """For each node and each step count in ``steps``: a chain of 3 mixes with these
     ``(values, twins)`` clients is run that many steps, the node crashes and restarts, the
-    chain settles, and every result must be exact (:func:`check_results`)."""
+    chain settles, and every result must be exact (:func:`check_results`). ``users``: the
+    rounds' ``min_users`` and ``max_users``."""
     for victim in range(4):
         for crash_after in steps:
-            chain = MemoryChain(
-                mixes=3, messages=2,
-                policy=RoundPolicy(2, 3, 5.0, "abort", chunk_size=chunk_size), seed=crash_after,
-            )  # fmt: skip
+            policy = RoundPolicy(*users, 5.0, "abort", chunk_size=chunk_size)
+            chain = MemoryChain(mixes=3, messages=2, policy=policy, seed=crash_after)
             for values, twins in clients:
                 chain.add_client(values, twins=twins)
             chain.eager = False
@@ -166,6 +169,44 @@ def test_a_poisoned_submission_with_a_crash_at_every_step() -> None:
     others = [([i + 4, 7], False) for i in range(3)]
     crash_at_every_step([([1, 2], False), ([VALID_BELOW, 3], False), *others], chunk_size=2,
                         steps=range(1, 90, 4))  # fmt: skip
+
+
+def paged_clients() -> list[tuple[list[int], bool]]:
+    """Four honest clients, five whose second payload the last mix refuses and one whose
+    onions collide at mix 2: with chunks of two, more than one ``accused`` reply (two
+    accusations) and one ``exclude`` frame (two submissions) carry."""
+    honest = [([i + 1, 7], False) for i in range(4)]
+    poisoned = [([i + 1, VALID_BELOW + i], False) for i in range(5)]
+    return [*honest, *poisoned, ([1, 2], True)]
+
+
+def test_a_trace_and_an_exclusion_longer_than_one_frame_go_in_pages() -> None:
+    """The last mix's five refused payloads come back in three pages, after mix 2's page of
+    its own (the colliding pair); the six submissions are excluded in three ``exclude``
+    pages; the four honest ones are summed exactly. Before pages, the accusations beyond one
+    reply were untraced and the round aborted."""
+    chain = MemoryChain(
+        mixes=3, messages=2, policy=RoundPolicy(3, 10, 10.0, chunk_size=2), seed=9
+    )
+    for values, twins in paged_clients():
+        chain.add_client(values, twins=twins)
+    chain.settle()
+    check_results(chain)
+    (result,) = chain.nodes[-1].store.results.values()
+    assert result == {"round": 1, "status": "ok", "clients": 4, "sum": 38, "excluded": 6}
+    asked = [line for line in chain.trace if "deliver" in line and "Trace(round_id=1" in line]
+    entry_asked = {line.split("page=")[1] for line in asked if " 0->1 " in line}
+    assert entry_asked == {"0)", "1)", "2)", "3)"}, asked  # mix 2's page, the last mix's 3
+    excludes = [line for line in chain.trace if "deliver" in line and "Exclude(round_id=1" in line]
+    assert len(excludes) == 2 * 3, excludes  # three pages, to mix 2 and on to mix 3
+
+
+def test_a_paged_trace_with_a_crash_at_every_step() -> None:
+    """A crash of any node at any step of a paged trace and exclusion: the restarted node
+    answers every page as before (the last mix's gathered exclusion pages are lost; the
+    entry mix starts the verdict over), and the round ends exact, never wrong."""
+    # the round takes about 350 steps, its trace from about step 170
+    crash_at_every_step(paged_clients(), chunk_size=2, steps=range(1, 360, 4), users=(3, 10))
 
 
 def test_an_aborting_entry_mix_restarted_at_every_step_ends_the_round_aborted() -> None:

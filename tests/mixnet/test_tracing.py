@@ -325,22 +325,86 @@ class TestEntry:
         exclude = one(m.verified(verify.token, [True, True], NOW), Send).frame  # type: ignore[attr-defined]
         assert isinstance(exclude, Exclude) and "fewer than min_users = 2" in exclude.abort
 
-    def test_more_items_than_one_exclude_frame_carries_abort(self) -> None:
-        """With chunks of one item, mix 2 names two accusations per reply (never fewer: a
-        duplicate pair), so one exclude frame carries two submissions' items (exclude_cap):
-        three to exclude abort."""
+    def test_an_exclusion_longer_than_one_frame_goes_in_pages(self) -> None:
+        """With chunks of one item, one exclude frame carries two submissions' items
+        (exclude_cap): three to exclude go in two pages, sent one after the other; the round
+        is confirmed when the last page is answered."""
         m, subs = self.forwarded(("a", "b", "c", "d"))
         m.policy = replace(m.policy, chunk_size=1, min_users=1)  # type: ignore[attr-defined]
         accs = tuple(
             Accusation(Failure.INVALID_PAYLOAD, (step(1, subs[c][0]),)) for c in ("a", "b", "c")
         )
         verify = one(m.on_reply(Trace(1), Accused(1, accs), NOW), Verify)  # type: ignore[attr-defined]
-        exclude = one(m.verified(verify.token, [True] * 3, NOW), Send).frame  # type: ignore[attr-defined]
-        assert isinstance(exclude, Exclude) and exclude.items == ()
-        items, cap = 3 * len(subs["a"]), 2 * len(subs["a"])
-        assert f"their {items} items are more than one exclude frame carries ({cap})" in (
-            exclude.abort
+        first = one(m.verified(verify.token, [True] * 3, NOW), Send).frame  # type: ignore[attr-defined]
+        assert first == Exclude(1, subs["a"] + subs["b"], 3, page=0, pages=2)
+        assert not first.final
+        second = one(m.on_reply(first, Excluded(1), NOW), Send).frame  # type: ignore[attr-defined]
+        assert second == Exclude(1, subs["c"], 3, page=1, pages=2) and second.final
+        assert m.status(1) is S.FORWARDED  # type: ignore[attr-defined]
+        assert m.on_reply(first, Excluded(1), NOW) == []  # type: ignore[attr-defined]
+        done = m.on_reply(second, Excluded(1), NOW)  # type: ignore[attr-defined]
+        assert isinstance(done[0], Persist) and m.status(1) is S.CONFIRMED  # type: ignore[attr-defined]
+
+    def test_a_refused_page_of_the_exclusion_starts_the_verdict_over(self) -> None:
+        """The last mix answers the last page ``not-ready`` if a restart lost earlier ones:
+        the entry mix asks for the trace again from page 0 and sends every page again."""
+        m, subs = self.forwarded(("a", "b", "c", "d"))
+        m.policy = replace(m.policy, chunk_size=1, min_users=1)  # type: ignore[attr-defined]
+        accs = tuple(
+            Accusation(Failure.INVALID_PAYLOAD, (step(1, subs[c][0]),)) for c in ("a", "b", "c")
         )
+        verify = one(m.on_reply(Trace(1), Accused(1, accs, more=True), NOW), Verify)  # type: ignore[attr-defined]
+        assert one(m.verified(verify.token, [True] * 3, NOW), Send).frame == Trace(1, 1)  # type: ignore[attr-defined]
+        first = one(m.on_reply(Trace(1, 1), Accused(1), NOW), Send).frame  # type: ignore[attr-defined]
+        second = one(m.on_reply(first, Excluded(1), NOW), Send).frame  # type: ignore[attr-defined]
+        assert m.on_send_error(second, NotReady("pages missing"), NOW) == []  # type: ignore[attr-defined]
+        assert m.on_reply(first, Excluded(1), NOW) == []  # type: ignore[attr-defined]
+        assert Send(Trace(1)) in m.handle_timer(NOW + TRACE_RETRY)  # type: ignore[attr-defined]
+
+    def test_the_trace_is_asked_page_by_page(self) -> None:
+        """Each reply that says ``more`` makes the entry mix ask the next page; the accused
+        submissions of every page are excluded together after the last; a late answer to a
+        page already done changes nothing."""
+        m, subs = self.forwarded(("a", "b", "c", "d"))
+        m.policy = replace(m.policy, min_users=1)  # type: ignore[attr-defined]
+
+        def page(*clients: str, more: bool) -> Accused:
+            return Accused(
+                1,
+                tuple(Accusation(Failure.INVALID_PAYLOAD, (step(1, subs[c][1]),)) for c in clients),
+                more=more,
+            )
+
+        verify = one(m.on_reply(Trace(1), page("b", more=True), NOW), Verify)  # type: ignore[attr-defined]
+        assert verify.token == VerdictChecked(1, page("b", more=True), 0)
+        assert m.verified(verify.token, [True], NOW) == [Send(Trace(1, 1))]  # type: ignore[attr-defined]
+        assert m.on_reply(Trace(1), page("a", more=True), NOW) == []  # type: ignore[attr-defined]
+        assert m.verified(verify.token, [True], NOW) == []  # type: ignore[attr-defined]
+        verify = one(m.on_reply(Trace(1, 1), page("d", "b", more=False), NOW), Verify)  # type: ignore[attr-defined]
+        acts = m.verified(verify.token, [True, True], NOW)  # type: ignore[attr-defined]
+        assert acts == [Send(Exclude(1, subs["b"] + subs["d"], 2))]
+
+    @pytest.mark.parametrize("pages", ["empty", "endless"])
+    def test_pages_that_do_not_end_abort(self, pages: str) -> None:
+        """An empty page that promises more, or more pages than the round has items (every
+        honest page accuses a new item), ends the round instead of a trace without end."""
+        m, subs = self.forwarded()
+        m.successor = "mix2"  # type: ignore[attr-defined]
+        acc = Accusation(Failure.INVALID_PAYLOAD, (step(1, subs["a"][0]),))
+        reply = Accused(1, () if pages == "empty" else (acc,), more=True)
+        sent: Trace = Trace(1)
+        for _ in range(3 * len(subs["a"]) + 1):
+            acts = m.on_reply(sent, reply, NOW)  # type: ignore[attr-defined]
+            if pages == "endless":
+                acts = m.verified(one(acts, Verify).token, [True], NOW)  # type: ignore[attr-defined]
+            frame = one(acts, Send).frame
+            if isinstance(frame, Exclude):
+                break
+            assert isinstance(frame, Trace)
+            sent = frame
+        assert isinstance(frame, Exclude) and frame.items == ()
+        reason = "an empty page that promised more" if pages == "empty" else "more pages than"
+        assert reason in frame.abort
 
     def test_one_submission_is_excluded_even_with_chunks_smaller_than_it(self) -> None:
         m, subs = self.forwarded()
@@ -422,9 +486,10 @@ def test_a_pruned_round_reopened_is_refused_with_a_typed_error() -> None:
     assert relay.status(2) is S.OPEN
 
 
-def test_more_refused_payloads_than_a_reply_carries_are_untraced() -> None:
-    """The last mix accuses at most ``accusation_cap`` payloads in one reply; the rest are
-    reported as untraced, so the entry mix aborts the round instead of retrying forever."""
+def test_more_refused_payloads_than_a_reply_carries_come_in_pages() -> None:
+    """The last mix accuses at most ``accusation_cap`` payloads in one reply; the rest come
+    on the next pages, each asked for with ``trace {round, page}``, the last saying no
+    ``more``; nothing is untraced."""
     from mixnet.core.trace_caps import accusation_cap
 
     cap = accusation_cap(2, 3)
@@ -432,8 +497,16 @@ def test_more_refused_payloads_than_a_reply_carries_are_untraced() -> None:
     bad = [b"\xff" + item(VALUE + LAYER)[1:] for _ in range(cap + 1)]
     last, _ = relay_at(last=True, items=bad)
     prove = one(read_back(last, last.on_trace(Trace(R), NOW)), Prove)
-    assert len(prove.items) == cap
-    assert prove.token == TraceProved(R, None, len(bad) - cap)
+    assert prove.items == tuple(bad[:cap])
+    assert prove.token == TraceProved(R, None, 0, more=True)
+    steps = [step(2, i) for i in prove.items]
+    (answer,) = last.proved(prove.token, steps, NOW)
+    assert isinstance(answer, Reply) and isinstance(answer.frame, Accused)
+    assert answer.frame.more and len(answer.frame.accusations) == cap
+    prove = one(last.on_trace(Trace(R, 1), NOW), Prove)
+    assert prove.items == (bad[cap],) and prove.token == TraceProved(R, None, 0)
+    assert last.on_trace(Trace(R, 2), NOW) == [Reply(Accused(R))]  # past the end: nothing
+    assert one(last.on_trace(Trace(R), NOW), Prove).items == tuple(bad[:cap])  # asked again
 
 
 def test_a_relay_gives_up_a_trace_that_never_comes() -> None:
@@ -510,28 +583,31 @@ class TestOwnershipProofs:
         (answer,) = relay.proved(prove.token, [evidence], NOW)
         assert answer == Reply(Accused(R, (Accusation(Failure.NO_OWNER, (evidence,)),), 0))
 
-    def test_a_relay_adds_its_own_failures_to_the_successors_accusations(self) -> None:
+    def test_a_relays_own_failures_are_its_first_page(self) -> None:
+        """A relay's own accusations come first, on pages of their own that promise more;
+        the page after them is its successor's first (here: nothing downstream)."""
         relay = proven_relay(last=False, items=self.items, failing=0)
-        assert read_back(relay, relay.on_trace(Trace(R), NOW)) == [Send(Trace(R))]
-        # nothing downstream: only its own failure goes back
-        prove = one(read_back(relay, relay.on_reply(Trace(R), Accused(R), NOW)), Prove)
+        prove = one(read_back(relay, relay.on_trace(Trace(R), NOW)), Prove)
         assert list(prove.items) == [self.items[0]] and prove.failures == 1
         revealed = step(1, self.items[0])
         (answer,) = relay.proved(prove.token, [revealed], NOW)
-        assert answer == Reply(Accused(R, (Accusation(Failure.UNDECRYPTABLE, (revealed,)),), 0))
+        accused = (Accusation(Failure.UNDECRYPTABLE, (revealed,)),)
+        assert answer == Reply(Accused(R, accused, 0, more=True))
+        assert relay.on_trace(Trace(R, 1), NOW) == [Send(Trace(R))]
+        assert relay.on_reply(Trace(R), Accused(R), NOW) == [Reply(Accused(R))]
 
-    def test_own_failures_come_first_then_the_traced_accusations(self) -> None:
+    def test_the_successors_pages_follow_its_own(self) -> None:
         relay = proven_relay(last=False, items=self.items, failing=0)
         read_back(relay, relay.on_trace(Trace(R), NOW))
+        assert relay.on_trace(Trace(R, 2), NOW) == [Send(Trace(R, 1))]
         out = self.items[2][:-LAYER]
-        reply = Accused(R, (accusation_of(out),))
-        verify = one(read_back(relay, relay.on_reply(Trace(R), reply, NOW)), Verify)
-        prove = one(read_back(relay, relay.verified(verify.token, [True], NOW)), Prove)
-        assert list(prove.items) == [self.items[0], self.items[2]] and prove.failures == 1
-        own, mine = Step(1, self.items[0], b"", b""), step(1, self.items[2])
-        (answer,) = relay.proved(prove.token, [own, mine], NOW)
-        expected = (Accusation(Failure.NO_OWNER, (own,)), reply.accusations[0].extended(mine))
-        assert answer == Reply(Accused(R, expected, 0))
+        reply = Accused(R, (accusation_of(out),), more=True)
+        verify = one(relay.on_reply(Trace(R, 1), reply, NOW), Verify)
+        prove = one(relay.verified(verify.token, [True], NOW), Prove)
+        assert list(prove.items) == [self.items[2]] and prove.failures == 0
+        mine = step(1, self.items[2])
+        (answer,) = relay.proved(prove.token, [mine], NOW)
+        assert answer == Reply(Accused(R, (reply.accusations[0].extended(mine),), 0, more=True))
 
     def test_without_ownership_proofs_a_failure_is_untraced(self) -> None:
         relay = proven_relay(last=True, items=self.items, failing=1, proven=False)
@@ -621,26 +697,28 @@ class TestOwnershipProofsAfterARestart:
         live, disk = proven_relay_and_disk(last=False, items=items, failing=2)
         again = restarted(disk, last=False)
         assert again.status(R) is S.FORWARDED and again.rounds[R].failures_on_disk
-        assert again.on_trace(Trace(R), NOW) == [Send(Trace(R))]
-        after = one(loaded(again, disk, again.on_reply(Trace(R), Accused(R), NOW)), Prove)
-        read_back(live, live.on_trace(Trace(R), NOW))
-        before = one(read_back(live, live.on_reply(Trace(R), Accused(R), NOW)), Prove)
+        after = one(loaded(again, disk, again.on_trace(Trace(R), NOW)), Prove)
+        before = one(read_back(live, live.on_trace(Trace(R), NOW)), Prove)
         assert list(after.items) == list(before.items) == [items[3]]  # c, the third peeled
         assert after.failures == before.failures == 1
         revealed = step(1, items[3])
         (answer,) = again.proved(after.token, [revealed], NOW)
-        assert answer == Reply(Accused(R, (Accusation(Failure.UNDECRYPTABLE, (revealed,)),), 1))
+        accused = (Accusation(Failure.UNDECRYPTABLE, (revealed,)),)
+        assert answer == Reply(Accused(R, accused, 1, more=True))
+        assert again.on_trace(Trace(R, 1), NOW) == [Send(Trace(R))]
 
     def test_a_relay_traces_accusations_and_its_own_failures(self) -> None:
         items = self.items()
         _, disk = proven_relay_and_disk(last=False, items=items, failing=0)
         again = restarted(disk, last=False)
-        again.on_trace(Trace(R), NOW)
+        own = one(loaded(again, disk, again.on_trace(Trace(R), NOW)), Prove)
+        assert list(own.items) == [items[0]] and own.failures == 1
+        assert again.on_trace(Trace(R, 1), NOW) == [Send(Trace(R))]
         out = items[3][:-LAYER]
         reply = Accused(R, (accusation_of(out),))
         verify = one(again.on_reply(Trace(R), reply, NOW), Verify)
-        prove = one(loaded(again, disk, again.verified(verify.token, [True], NOW)), Prove)
-        assert list(prove.items) == [items[0], items[3]] and prove.failures == 1
+        prove = one(again.verified(verify.token, [True], NOW), Prove)
+        assert list(prove.items) == [items[3]] and prove.failures == 0
 
     def test_a_restart_without_drops_reads_nothing_back(self) -> None:
         items = [item(RELAY_ITEM) for _ in range(3)]
@@ -707,40 +785,40 @@ class TestDuplicates:
         assert list(mix.payloads) == [other[:-LAYER]]  # what mix 3 gets: no copy at all
         assert relay.rounds[R].duplicates == {a[:-LAYER]} and relay.rounds[R].dropped == 2
         self.forward(relay, disk, mix)
-        assert relay.on_trace(Trace(R), NOW) == [Send(Trace(R))]
-        prove = one(read_back(relay, relay.on_reply(Trace(R), Accused(R), NOW)), Prove)
+        prove = one(read_back(relay, relay.on_trace(Trace(R), NOW)), Prove)
         assert list(prove.items) == [a, b] and prove.failures == 0
         steps = [step(1, a), step(1, b)]
         (answer,) = relay.proved(prove.token, steps, NOW)
         dups = tuple(Accusation(Failure.DUPLICATE, (s,)) for s in steps)
-        assert answer == Reply(Accused(R, dups, 0))  # nothing untraced: both copies accused
+        # nothing untraced: both copies accused; the successor's pages follow
+        assert answer == Reply(Accused(R, dups, 0, more=True))
 
     def test_they_come_before_the_accusations_traced_back(self) -> None:
         a, b, other = self.twins()
         disk = MemoryStore()
         relay, mix = self.relay(disk, [a, other, b])
         self.forward(relay, disk, mix)
-        relay.on_trace(Trace(R), NOW)
+        own = one(read_back(relay, relay.on_trace(Trace(R), NOW)), Prove)
+        assert list(own.items) == [a, b]
+        assert isinstance(own.token, TraceProved) and own.token.duplicates == 2
+        assert relay.on_trace(Trace(R, 1), NOW) == [Send(Trace(R))]
         reply = Accused(R, (accusation_of(other[:-LAYER]),))
         verify = one(relay.on_reply(Trace(R), reply, NOW), Verify)
-        prove = one(read_back(relay, relay.verified(verify.token, [True], NOW)), Prove)
-        assert list(prove.items) == [a, b, other] and prove.failures == 0
-        assert isinstance(prove.token, TraceProved) and prove.token.duplicates == 2
-
-    def test_a_pair_that_does_not_fit_the_reply_is_untraced_whole(self) -> None:
-        """A duplicate holds only with its twin: with room for one more accusation, neither
-        is sent (both count as untraced: the round aborts, and nobody is wrongly blamed)."""
-        a, b, other = self.twins()
-        disk = MemoryStore()
-        relay, mix = self.relay(disk, [a, other, b], chunk_size=8)  # 2 accusations a reply
-        self.forward(relay, disk, mix)
-        relay.on_trace(Trace(R), NOW)
-        reply = Accused(R, (accusation_of(other[:-LAYER]),))
-        verify = one(relay.on_reply(Trace(R), reply, NOW), Verify)
-        prove = one(read_back(relay, relay.verified(verify.token, [True], NOW)), Prove)
+        prove = one(relay.verified(verify.token, [True], NOW), Prove)
         assert list(prove.items) == [other]
-        assert isinstance(prove.token, TraceProved)
-        assert prove.token.duplicates == 0 and prove.token.untraced == 2
+        assert isinstance(prove.token, TraceProved) and prove.token.duplicates == 0
+
+    def test_a_group_larger_than_a_page_is_untraced_whole(self) -> None:
+        """A duplicate holds only with its twins: three copies do not fit a page of two
+        accusations, so none is accused (all three count as untraced: the round aborts,
+        and nobody is wrongly blamed)."""
+        a, b, other = self.twins()
+        c = a[:-LAYER] + b"\x03" * LAYER
+        disk = MemoryStore()
+        relay, mix = self.relay(disk, [a, other, b, c], chunk_size=8)  # 2 accusations a page
+        self.forward(relay, disk, mix)
+        assert read_back(relay, relay.on_trace(Trace(R), NOW)) == [Send(Trace(R))]
+        assert relay.on_reply(Trace(R), Accused(R), NOW) == [Reply(Accused(R, untraced=3))]
 
     def test_a_restarted_relay_finds_them_again_in_its_stored_outputs(self) -> None:
         a, b, other = self.twins()
@@ -754,8 +832,7 @@ class TestDuplicates:
         )  # fmt: skip
         st = again.rounds[R]
         assert st.duplicates == {a[:-LAYER]} and st.dropped == 2
-        again.on_trace(Trace(R), NOW)
-        (load,) = again.on_reply(Trace(R), Accused(R), NOW)
+        (load,) = again.on_trace(Trace(R), NOW)
         assert isinstance(load, LoadIntake)
         prove = one(again.intake_loaded(load.token, disk.records().chunks[R], NOW), Prove)
         assert list(prove.items) == [a, b]
