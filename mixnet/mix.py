@@ -33,11 +33,7 @@ from nacl.signing import SigningKey
 
 from mixnet.blame import (
     PayloadValidator,
-    Step,
     accept_all,
-    prove_failure,
-    prove_step,
-    verify_accusations,
 )
 from mixnet.chunk_signature import sign_chunk
 from mixnet.core.actions import (
@@ -61,7 +57,7 @@ from mixnet.core.relay import RelayMachine
 from mixnet.core.rounds import RoundKey
 from mixnet.core.status import Role, RoundStatus
 from mixnet.entry_peeled import PeeledTogether
-from mixnet.errors import InternalError, MixnetError, UnknownRound
+from mixnet.errors import MixnetError, UnknownRound
 from mixnet.frames import (
     AbortRound,
     Batch,
@@ -81,6 +77,7 @@ from mixnet.peel_processes import PeelProcesses
 from mixnet.peeling import PeelBatcher, PeelPart, PeelRunner, in_pool
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore
+from mixnet.trace_work import check_in_parts, prove_in_parts
 
 __all__ = ["PEEL_CHUNK", "MixNode"]
 
@@ -402,36 +399,16 @@ class MixNode(BaseNode):
     async def prove(self, action: Prove) -> list[Action]:
         """Prove this mix's step for each item (its shared secret and a Chaum–Pedersen
         proof) — for the first ``failures`` items the evidence that they cannot be peeled
-        instead — in the pool; then tell the machine."""
+        instead — in the pool's threads (:func:`~mixnet.trace_work.prove_in_parts`); then
+        tell the machine."""
         r = action.round_id
         key = self.keyring.secret(r)
-        secret, public = bytes(key), bytes(key.public_key)
         s = self.settings
-        proven = s.ownership_proofs and s.hop > 0
-
-        def prove_one(index: int, item: bytes) -> Step:
-            if index < action.failures:
-                try:
-                    return prove_failure(
-                        secret, public, item, chain_id=s.chain_id, round_id=r, hop=s.hop
-                    )
-                except ValueError as exc:
-                    raise InternalError(str(exc)) from None
-            return prove_step(
-                secret, public, item, chain_id=s.chain_id, round_id=r, hop=s.hop, proven=proven
-            )
-
-        def prove_all(items: Sequence[bytes]) -> list[Step | MixnetError]:
-            steps: list[Step | MixnetError] = []
-            for index, item in enumerate(items):
-                try:
-                    steps.append(prove_one(index, item))
-                except MixnetError as exc:
-                    steps.append(exc)
-            return steps
-
-        loop = asyncio.get_running_loop()
-        steps = await loop.run_in_executor(self.pool, prove_all, list(action.items))
+        steps = await prove_in_parts(
+            self.pool, s.workers, action.items, failures=action.failures, secret=bytes(key),
+            public=bytes(key.public_key), chain_id=s.chain_id, round_id=r, hop=s.hop,
+            proven=s.ownership_proofs and s.hop > 0,
+        )  # fmt: skip
         assert isinstance(self.machine, RelayMachine)
         return self.machine.proved(action.token, steps, self.clock())
 
@@ -444,18 +421,14 @@ class MixNode(BaseNode):
         return self.machine.intake_loaded(action.token, chunks, self.clock())
 
     async def verify(self, action: Verify) -> list[Action]:
-        """Check accusations (proofs, layers, the validator), in the pool; then tell the
-        machine."""
+        """Check accusations (proofs, layers, the validator) in the pool's threads
+        (:func:`~mixnet.trace_work.check_in_parts`); then tell the machine."""
         s = self.settings
-        validator = self.validator
-
-        def check_all() -> list[bool]:
-            return verify_accusations(
-                action.accusations, action.keys, chain_id=s.chain_id, round_id=action.round_id,
-                mixes=s.hops, validator=validator, proven=s.ownership_proofs,
-            )  # fmt: skip
-
-        results = await asyncio.get_running_loop().run_in_executor(self.pool, check_all)
+        results = await check_in_parts(
+            self.pool, s.workers, action.accusations, dict(action.keys), chain_id=s.chain_id,
+            round_id=action.round_id, mixes=s.hops, validator=self.validator,
+            proven=s.ownership_proofs,
+        )  # fmt: skip
         return self.machine.verified(action.token, results, self.clock())
 
     async def mix(self, action: Mix) -> list[Action]:

@@ -61,6 +61,8 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: Submissions per ``submit-many`` frame of bad boxes (the chain's default limit is 256).
 PER_FRAME = 128
 TERMINAL = ("confirmed", "aborted", "done", "failed")
+#: k of the encoding (the values are multiples of 1/100)
+PRECISION = 100
 
 
 def tree_cpu_seconds(pid: int) -> float:
@@ -157,8 +159,11 @@ async def drive(args: argparse.Namespace, running: ProcessChain, params: CloakPa
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    params = CloakParams(modulus=args.modulus, precision=100, messages=args.messages,
-                         max_users=args.users + args.bad)  # fmt: skip
+    users = args.users + args.bad
+    bound = 3 * users * PRECISION  # the smallest odd N above it (Algorithm 2)
+    modulus = args.modulus or bound + 1 + bound % 2
+    params = CloakParams(modulus=modulus, precision=PRECISION, messages=args.messages,
+                         max_users=users)  # fmt: skip
     policy_kwargs = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}
     policy = RoundPolicy(min_users=args.users, max_users=args.users + args.bad,
                          deadline_seconds=args.timeout, **policy_kwargs)  # fmt: skip
@@ -182,7 +187,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     )
     return {
         "users": args.users, "bad": args.bad, "bad_shares": args.bad_shares,
-        "messages": args.messages, "mixes": args.mixes, "chunk_size": policy.chunk_size,
+        "messages": args.messages, "modulus": params.modulus, "mixes": args.mixes,
+        "chunk_size": policy.chunk_size,
         "accusation_cap": trace_cap, "exclude_cap": items_cap,
         "refused_payloads": refused,
         "trace_pages": max(1, math.ceil(refused / trace_cap)),
@@ -223,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bad-shares", type=int, default=None,
                    help="shares of each bad submission the validator refuses (default: all)")
     p.add_argument("--messages", type=int, default=6, help="shares per user, m (default 6)")
-    p.add_argument("--modulus", type=int, default=1_000_003, help="N (default 1000003)")
+    p.add_argument("--modulus", type=int, default=None,
+                   help="N, odd and above 3·n·k (default: the smallest such, k = 100)")
     p.add_argument("--mixes", type=int, default=3, help="mixes in the chain (default 3)")
     p.add_argument("--chunk-size", type=int, default=None,
                    help="payloads per batch chunk (default: the chain's default)")
@@ -234,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.users < 1 or args.bad < 0 or args.mixes < 2:
         p.error("--users must be >= 1, --bad >= 0 and --mixes >= 2")
-    if args.messages < 2:
-        p.error("--messages must be >= 2")
+    if args.messages < 4:
+        p.error("--messages must be >= 4 (Algorithm 1)")
     args.bad_shares = args.messages if args.bad_shares is None else args.bad_shares
     if not 1 <= args.bad_shares <= args.messages:
         p.error("--bad-shares must be in 1..--messages")

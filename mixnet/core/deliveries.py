@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from nacl.signing import VerifyKey
 
 from mixnet.blame import Accusation, delivered_by
-from mixnet.chunk_signature import Delivery, delivery_of, root_of_leaves, verify_chunk
+from mixnet.chunk_signature import ChunkTree, Delivery, root_of_leaves, verify_chunk
 from mixnet.errors import BadSignature
 
 #: An identity key as a :class:`~nacl.signing.VerifyKey`, made once per key (one per chunk
@@ -80,9 +80,19 @@ class ReceivedChunk:
     items: Sequence[bytes]
     signature: bytes
 
+    @functools.cached_property
+    def tree(self) -> ChunkTree:
+        """The chunk's Merkle tree, built as paths are asked for and kept (while the chunk
+        is: until the round's trace is over)."""
+        return ChunkTree(self.items)
+
     def delivery(self, position: int) -> Delivery:
-        return delivery_of(self.items, position, sender=self.sender, index=self.index,
-                           signature=self.signature)  # fmt: skip
+        """The :class:`Delivery` of ``items[position]``.
+
+        :raises IndexError: ``position`` is outside the chunk.
+        """
+        path = self.tree.path(position)
+        return Delivery(self.sender, self.index, len(self.items), position, path, self.signature)
 
 
 def deliveries(

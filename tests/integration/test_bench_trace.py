@@ -40,6 +40,7 @@ def test_a_small_run_excludes_every_bad_submission_in_pages(tmp_path: Path) -> N
         (["--mixes", "1"], "--mixes >= 2"),
         (["--bad-shares", "7"], "--bad-shares must be in 1..--messages"),
         (["--chunk-size", "0"], "--chunk-size must be >= 1"),
+        (["--messages", "3"], "--messages must be >= 4"),
     ],
 )
 def test_bad_arguments_are_refused(argv: list[str], message: str) -> None:

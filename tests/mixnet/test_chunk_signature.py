@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
 from mixnet.chunk_signature import (
+    KEPT_SUBTREE,
+    ChunkTree,
     Delivery,
     chunk_root,
     delivery_of,
@@ -43,6 +45,34 @@ def test_every_item_has_a_path_to_the_root(items: list[bytes], data: st.DataObje
     if len(items) > 1:  # the path does not fit another position's shape or value
         wrong = (position + 1) % len(items)
         assert path_root(items[position], wrong, len(items), path) != chunk_root(items)
+
+
+def reference_path(items: list[bytes], position: int) -> list[bytes]:
+    """RFC 6962 § 2.1.1 ``PATH(m, D[n])``, restated without any kept roots."""
+    if len(items) <= 1:
+        return []
+    k = 1 << ((len(items) - 1).bit_length() - 1)
+    if position < k:
+        return [*reference_path(items[:k], position), chunk_root(items[k:])]
+    return [*reference_path(items[k:], position - k), chunk_root(items[:k])]
+
+
+@settings(max_examples=40, deadline=None)
+@given(count=st.integers(1, 5 * KEPT_SUBTREE + 3), data=st.data())
+def test_a_chunk_tree_gives_every_path_as_rfc6962_for_any_order_of_asking(
+    count: int, data: st.DataObject
+) -> None:
+    """A tree that keeps its large subtrees' roots gives the same paths as the definition,
+    whatever positions were asked before (from a plain list or a buffer)."""
+    items = [i.to_bytes(4, "big") * 3 for i in range(count)]
+    tree = ChunkTree(Items.of(items, 12) if data.draw(st.booleans()) else items)
+    positions = data.draw(st.lists(st.integers(0, count - 1), min_size=1, max_size=12))
+    for position in positions:
+        path = tree.path(position)
+        assert list(path) == reference_path(items, position)
+        assert path_root(items[position], position, count, path) == chunk_root(items)
+    with pytest.raises(IndexError):
+        tree.path(count)
 
 
 def test_rfc6962_shape() -> None:
