@@ -471,11 +471,11 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
                     frame, "payloads", item_length=limits.item_length, max_count=limits.chunk_items
                 )
             ),
-            excluded=_optional_count(frame, "excluded"),
+            excluded=get_int(frame, "excluded", min_value=0, max_value=ROUND_ID_MAX, default=0),
             signature=_optional_bytes(frame, "signature", SIGNATURE_LENGTH),
         )
     if kind == "trace":
-        return Trace(_round(frame), _optional_page(frame, "page"))
+        return Trace(_round(frame), _page(frame, "page", 0))
     if kind == "exclude":
         return Exclude(
             round_id=_round(frame),
@@ -494,14 +494,19 @@ def parse_request(kind: str, frame: Mapping[str, object], limits: FrameLimits) -
     raise UnexpectedFrameType(f"unexpected frame type {kind!r}")
 
 
+def _page(frame: Mapping[str, object], key: str, default: int) -> int:
+    """An optional page field: ``default`` (0 or 1) if absent, else ``default`` to
+    :data:`PAGE_MAX`."""
+    return get_int(frame, key, min_value=default, max_value=PAGE_MAX, default=default)
+
+
 def _exclude_pages(frame: Mapping[str, object]) -> dict[str, int]:
     """An ``exclude`` frame's optional ``page`` and ``pages`` (absent: page 0 of 1).
 
     :raises MalformedFrame: a field is not an int in range, or ``page`` is not below
         ``pages``.
     """
-    pages = get_int(frame, "pages", min_value=1, max_value=PAGE_MAX) if "pages" in frame else 1
-    page = _optional_page(frame, "page")
+    pages, page = _page(frame, "pages", 1), _page(frame, "page", 0)
     if page >= pages:
         raise MalformedFrame(f"field 'page' must be < pages ({pages})")
     return {"page": page, "pages": pages}
@@ -601,16 +606,3 @@ def _reason(frame: Mapping[str, object], key: str) -> str:
         return ""
     return get_str(frame, key, max_length=MAX_REASON_LENGTH)
 
-
-def _optional_page(frame: Mapping[str, object], key: str) -> int:
-    """An optional page number (absent: 0), at most :data:`PAGE_MAX`."""
-    if key not in frame:
-        return 0
-    return get_int(frame, key, min_value=0, max_value=PAGE_MAX)
-
-
-def _optional_count(frame: Mapping[str, object], key: str) -> int:
-    """An optional count field (absent: 0)."""
-    if key not in frame:
-        return 0
-    return get_int(frame, key, min_value=0, max_value=ROUND_ID_MAX)

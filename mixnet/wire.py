@@ -217,12 +217,17 @@ def get_int(
     *,
     min_value: int | None = None,
     max_value: int | None = None,
+    default: int | None = None,
 ) -> int:
-    """Return the int field ``key`` (a bool is not an int here).
+    """Return the int field ``key`` (a bool is not an int here); ``default``, if given, when
+    the field is absent.
 
-    Raises :class:`MalformedFrame` naming the field if it is missing, not an int, or outside
-    ``[min_value, max_value]`` (each bound optional, inclusive).
+    Raises :class:`MalformedFrame` naming the field if it is missing (and has no
+    ``default``), not an int, or outside ``[min_value, max_value]`` (each bound optional,
+    inclusive).
     """
+    if default is not None and key not in frame:
+        return default
     value = _field(frame, key)
     if not isinstance(value, int) or isinstance(value, bool):
         raise MalformedFrame(f"field {key!r} must be int")
