@@ -25,6 +25,7 @@ from mixnet.wire import (
     encode_frame,
     error_frame,
     error_from_frame,
+    get_bool,
     get_bytes,
     get_bytes_list,
     get_int,
@@ -222,6 +223,9 @@ def test_accessors_return_typed_values() -> None:
         b"cc",
     ]
     assert get_str_list(FRAME, "names", count=2) == ["a", "b"]
+    assert get_int(FRAME, "missing", default=7) == 7  # absent: the default, unchecked
+    assert get_int(FRAME, "n", min_value=5, default=7) == 5  # present: read as ever
+    assert get_bool({"b": True}, "b") is True and get_bool({"b": False}, "b") is False
 
 
 @pytest.mark.parametrize(
@@ -234,6 +238,9 @@ def test_accessors_return_typed_values() -> None:
         (lambda: get_int(FRAME, "name"), MalformedFrame, "'name'"),
         (lambda: get_int(FRAME, "n", min_value=6), MalformedFrame, "'n'"),
         (lambda: get_int(FRAME, "n", max_value=4), MalformedFrame, "'n'"),
+        (lambda: get_int(FRAME, "n", max_value=4, default=1), MalformedFrame, "'n'"),
+        (lambda: get_bool(FRAME, "n"), MalformedFrame, "'n'"),
+        (lambda: get_bool(FRAME, "missing"), MalformedFrame, "'missing'"),
         (lambda: get_bytes(FRAME, "name"), MalformedFrame, "'name'"),
         (lambda: get_bytes(FRAME, "blob", length=9), BadLength, "'blob'"),
         (lambda: get_bytes_list(FRAME, "blob"), MalformedFrame, "'blob'"),
