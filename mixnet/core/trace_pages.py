@@ -178,12 +178,18 @@ class ExclusionPages:
 @dataclass
 class EntryTrace:
     """The entry mix's progress through one round's verdict (memory only: a restart asks
-    again from page 0). ``page``: the trace page asked for; ``clients``: the submissions
-    accused so far; ``origin``: hop-1 item → client, built once for the round's pages;
-    ``exclusion``: the exclude frames being sent (once the trace is over; empty before),
-    ``excluding`` the one in flight."""
+    again from page 0). ``attempt``: how many times the verdict started (a check made for
+    an earlier one is not taken); ``page``: the trace page last asked for (the next is asked
+    as soon as its answer comes, while that answer is checked); ``checked``: the pages
+    checked; ``end``: the page that said no ``more``, once known; ``clients``: the
+    submissions accused so far; ``origin``: hop-1 item → client, built once for the round's
+    pages; ``exclusion``: the exclude frames being sent (once the trace is over; empty
+    before), ``excluding`` the one in flight."""
 
+    attempt: int = 0
     page: int = 0
+    checked: set[int] = field(default_factory=set)
+    end: int | None = None
     clients: set[str] = field(default_factory=set)
     origin: dict[bytes, str] | None = None
     exclusion: tuple[Exclude, ...] = ()

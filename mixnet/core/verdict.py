@@ -71,11 +71,13 @@ class BlameJudged:
 @dataclass(frozen=True)
 class VerdictChecked:
     """Token of the :class:`Verify` of the chain's accusations about the entry's batch
-    (trace page ``page``)."""
+    (trace page ``page`` of the verdict's ``attempt``: one started over does not take the
+    checks of an earlier one)."""
 
     round_id: int
     reply: Accused
     page: int = 0
+    attempt: int = 0
 
 
 class EntryVerdict(MixRounds):
@@ -109,7 +111,7 @@ class EntryVerdict(MixRounds):
     def _forwarded(self, st: RoundState) -> list[Action]:
         if self.hops == 1:  # the entry mix is the last: it checked every payload at intake
             return self._confirmed(st, Exclude(st.round_id))
-        st.entry_trace = EntryTrace()
+        st.entry_trace = EntryTrace(attempt=st.entry_trace.attempt + 1)
         return [Send(Trace(st.round_id))]
 
     def verdict_reply(self, sent: Frame, reply: Frame, now: float) -> list[Action] | None:
@@ -143,10 +145,20 @@ class EntryVerdict(MixRounds):
                     "evidence (a layer that did not open, a replay, or a group of colliding "
                     "onions larger than one trace reply): they cannot be traced",
                 )
+            ask: list[Action] = []
+            if reply.more:  # asked for at once: the chain works on it while this is checked
+                unending = self._unending(st, reply)
+                if unending:
+                    return self._conclude(st, unending)
+                progress.page += 1
+                ask.append(Send(Trace(st.round_id, progress.page)))
+            else:
+                progress.end = sent.page
             if not reply.accusations:
-                return self._next_page(st, reply)
-            token = VerdictChecked(st.round_id, reply, sent.page)
-            return [Verify(st.round_id, reply.accusations, keys, token)]
+                progress.checked.add(sent.page)
+                return self._maybe_exclude(st)
+            token = VerdictChecked(st.round_id, reply, sent.page, progress.attempt)
+            return [*ask, Verify(st.round_id, reply.accusations, keys, token)]
         if isinstance(sent, Exclude) and isinstance(reply, Excluded):
             st = self.rounds.get(sent.round_id)
             if st is None or st.status is not RoundStatus.FORWARDED:
@@ -175,7 +187,7 @@ class EntryVerdict(MixRounds):
             return []
         aborting = isinstance(sent, Exclude) and bool(sent.abort)
         if isinstance(sent, Exclude):  # the verdict starts over (a restart may have lost pages)
-            st.entry_trace = EntryTrace()
+            st.entry_trace = EntryTrace(attempt=st.entry_trace.attempt + 1)
         if isinstance(error, RoundClosed) and not aborting:
             # a later mix aborted the round (this mix's own abort, sent before a restart that
             # did not store it, or its trace timeout): end it here too
@@ -214,8 +226,10 @@ class EntryVerdict(MixRounds):
         if st is None or st.status is not RoundStatus.FORWARDED:
             return []
         progress = st.entry_trace
-        if token.page != progress.page or progress.exclusion:
-            return []  # a page checked before (the verdict went on)
+        if token.attempt != progress.attempt or token.page in progress.checked:
+            return []  # a page of a verdict started over since, or checked before
+        if progress.exclusion:
+            return []  # the verdict is reached (or the round aborted) meanwhile
         accusations = token.reply.accusations
         blame = f"mix {self.successor} could not back its accusations"
         if len(results) != len(accusations) or not all(results):
@@ -229,26 +243,28 @@ class EntryVerdict(MixRounds):
             if accusation.hop != 1 or client is None:
                 return self._conclude(st, blame)  # an item this mix never sent
             progress.clients.add(client)
-        return self._next_page(st, token.reply)
+        progress.checked.add(token.page)
+        return self._maybe_exclude(st)
 
     # ------------------------------------------------------------------ outcomes
 
-    def _next_page(self, st: RoundState, reply: Accused) -> list[Action]:
-        """A page of the trace is checked: ask for the next, or — after the last — exclude
-        every submission accused. A chain whose pages do not end (an empty page that
-        promises more, or more pages than the round has items: every honest page accuses
-        an item no other page does) is not waited for: the round aborts."""
-        progress = st.entry_trace
-        if not reply.more:
-            return self._exclude(st, progress.clients)
+    def _unending(self, st: RoundState, reply: Accused) -> str:
+        """Why the trace's pages would not end (an empty page that promises more, or more
+        pages than the round has hop-1 items: every honest page accuses an item no other
+        page does), or ``""``. Such a chain is not waited for: the round aborts."""
         if not reply.accusations:
-            return self._conclude(st, f"mix {self.successor} sent an empty page that promised more")
-        progress.page += 1
-        if progress.page > self.messages * len(st.submissions):
-            return self._conclude(
-                st, f"mix {self.successor}'s accusations run to more pages than the round has items"
-            )
-        return [Send(Trace(st.round_id, progress.page))]
+            return f"mix {self.successor} sent an empty page that promised more"
+        if st.entry_trace.page + 1 > self.messages * len(st.submissions):
+            return f"mix {self.successor}'s accusations run to more pages than the round has items"
+        return ""
+
+    def _maybe_exclude(self, st: RoundState) -> list[Action]:
+        """Once every page up to the last (the one without ``more``) is checked: exclude
+        every submission accused on them."""
+        progress = st.entry_trace
+        if progress.end is None or len(progress.checked) <= progress.end:
+            return []
+        return self._exclude(st, progress.clients)
 
     def _exclude(self, st: RoundState, clients: Iterable[str]) -> list[Action]:
         """Exclude the submissions of ``clients`` (or abort, see the module docstring), in

@@ -280,7 +280,8 @@ class TestEntry:
         m, subs = self.forwarded()
         acc = Accusation(Failure.INVALID_PAYLOAD, (step(1, subs["b"][1]), step(2, b"x")))
         verify = one(m.on_reply(Trace(1), Accused(1, (acc,)), NOW), Verify)  # type: ignore[attr-defined]
-        assert verify.token == VerdictChecked(1, Accused(1, (acc,)))
+        attempt = m.rounds[1].entry_trace.attempt  # type: ignore[attr-defined]
+        assert verify.token == VerdictChecked(1, Accused(1, (acc,)), 0, attempt)
         acts = m.verified(verify.token, [True], NOW)  # type: ignore[attr-defined]
         assert acts == [Send(Exclude(1, subs["b"], 1))]
         done = m.on_reply(Exclude(1, subs["b"], 1), Excluded(1), NOW)  # type: ignore[attr-defined]
@@ -353,8 +354,9 @@ class TestEntry:
         accs = tuple(
             Accusation(Failure.INVALID_PAYLOAD, (step(1, subs[c][0]),)) for c in ("a", "b", "c")
         )
-        verify = one(m.on_reply(Trace(1), Accused(1, accs, more=True), NOW), Verify)  # type: ignore[attr-defined]
-        assert one(m.verified(verify.token, [True] * 3, NOW), Send).frame == Trace(1, 1)  # type: ignore[attr-defined]
+        acts = m.on_reply(Trace(1), Accused(1, accs, more=True), NOW)  # type: ignore[attr-defined]
+        assert one(acts, Send).frame == Trace(1, 1)
+        assert m.verified(one(acts, Verify).token, [True] * 3, NOW) == []  # type: ignore[attr-defined]
         first = one(m.on_reply(Trace(1, 1), Accused(1), NOW), Send).frame  # type: ignore[attr-defined]
         second = one(m.on_reply(first, Excluded(1), NOW), Send).frame  # type: ignore[attr-defined]
         assert m.on_send_error(second, NotReady("pages missing"), NOW) == []  # type: ignore[attr-defined]
@@ -362,9 +364,10 @@ class TestEntry:
         assert Send(Trace(1)) in m.handle_timer(NOW + TRACE_RETRY)  # type: ignore[attr-defined]
 
     def test_the_trace_is_asked_page_by_page(self) -> None:
-        """Each reply that says ``more`` makes the entry mix ask the next page; the accused
-        submissions of every page are excluded together after the last; a late answer to a
-        page already done changes nothing."""
+        """Each reply that says ``more`` makes the entry mix ask for the next page at once,
+        while it checks this one; the pages are checked in any order, and the submissions
+        accused on all of them are excluded together once the last is checked; a late
+        answer or check of a page already done changes nothing."""
         m, subs = self.forwarded(("a", "b", "c", "d"))
         m.policy = replace(m.policy, min_users=1)  # type: ignore[attr-defined]
 
@@ -375,14 +378,31 @@ class TestEntry:
                 more=more,
             )
 
-        verify = one(m.on_reply(Trace(1), page("b", more=True), NOW), Verify)  # type: ignore[attr-defined]
-        assert verify.token == VerdictChecked(1, page("b", more=True), 0)
-        assert m.verified(verify.token, [True], NOW) == [Send(Trace(1, 1))]  # type: ignore[attr-defined]
+        acts = m.on_reply(Trace(1), page("b", more=True), NOW)  # type: ignore[attr-defined]
+        assert one(acts, Send) == Send(Trace(1, 1))
+        first = one(acts, Verify)
+        assert first.token.page == 0  # type: ignore[attr-defined]
         assert m.on_reply(Trace(1), page("a", more=True), NOW) == []  # type: ignore[attr-defined]
-        assert m.verified(verify.token, [True], NOW) == []  # type: ignore[attr-defined]
-        verify = one(m.on_reply(Trace(1, 1), page("d", "b", more=False), NOW), Verify)  # type: ignore[attr-defined]
-        acts = m.verified(verify.token, [True, True], NOW)  # type: ignore[attr-defined]
+        acts = m.on_reply(Trace(1, 1), page("d", "b", more=False), NOW)  # type: ignore[attr-defined]
+        last = one(acts, Verify)
+        assert not [a for a in acts if isinstance(a, Send)]  # no page after the last
+        assert m.verified(last.token, [True, True], NOW) == []  # type: ignore[attr-defined]
+        assert m.verified(last.token, [True, True], NOW) == []  # type: ignore[attr-defined]
+        acts = m.verified(first.token, [True], NOW)  # type: ignore[attr-defined]
         assert acts == [Send(Exclude(1, subs["b"] + subs["d"], 2))]
+        assert m.verified(first.token, [True], NOW) == []  # type: ignore[attr-defined]
+
+    def test_a_check_of_a_verdict_started_over_is_not_taken(self) -> None:
+        """A page checked for an attempt that an error on ``exclude`` restarted since (the
+        last mix lost pages) is not counted for the new attempt."""
+        m, subs = self.forwarded(("a", "b", "c"))
+        m.policy = replace(m.policy, min_users=1)  # type: ignore[attr-defined]
+        acc = Accusation(Failure.INVALID_PAYLOAD, (step(1, subs["a"][0]),))
+        old = one(m.on_reply(Trace(1), Accused(1, (acc,), more=True), NOW), Verify)  # type: ignore[attr-defined]
+        m.on_send_error(Exclude(1, (), 0, page=0, pages=2), NotReady("lost"), NOW)  # type: ignore[attr-defined]
+        assert m.verified(old.token, [True], NOW) == []  # type: ignore[attr-defined]
+        progress = m.rounds[1].entry_trace  # type: ignore[attr-defined]
+        assert progress.checked == set() and progress.clients == set()
 
     @pytest.mark.parametrize("pages", ["empty", "endless"])
     def test_pages_that_do_not_end_abort(self, pages: str) -> None:
@@ -395,12 +415,11 @@ class TestEntry:
         sent: Trace = Trace(1)
         for _ in range(3 * len(subs["a"]) + 1):
             acts = m.on_reply(sent, reply, NOW)  # type: ignore[attr-defined]
-            if pages == "endless":
-                acts = m.verified(one(acts, Verify).token, [True], NOW)  # type: ignore[attr-defined]
             frame = one(acts, Send).frame
             if isinstance(frame, Exclude):
                 break
             assert isinstance(frame, Trace)
+            assert m.verified(one(acts, Verify).token, [True], NOW) == []  # type: ignore[attr-defined]
             sent = frame
         assert isinstance(frame, Exclude) and frame.items == ()
         reason = "an empty page that promised more" if pages == "empty" else "more pages than"
