@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -65,10 +66,9 @@ TERMINAL = ("confirmed", "aborted", "done", "failed")
 PRECISION = 100
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` and its live descendants (``/proc``)."""
-    parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
+def process_table() -> dict[int, tuple[int, float]]:
+    """Every process: its parent and its user + system CPU seconds (``/proc``)."""
+    table: dict[int, tuple[int, float]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -76,14 +76,34 @@ def tree_cpu_seconds(pid: int) -> float:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # ended meanwhile
             continue
-        parents[int(entry.name)] = int(fields[1])
-        cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    total, todo = 0.0, [pid]
+        cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        table[int(entry.name)] = (int(fields[1]), cpu)
+    return table
+
+
+def process_tree(pid: int, table: dict[int, tuple[int, float]]) -> list[int]:
+    """``pid`` and its live descendants."""
+    tree, todo = [], [pid]
     while todo:
         current = todo.pop()
-        total += cpu.get(current, 0.0)
-        todo += [child for child, parent in parents.items() if parent == current]
-    return total
+        tree.append(current)
+        todo += [child for child, (parent, _) in table.items() if parent == current]
+    return tree
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its live descendants."""
+    table = process_table()
+    return sum(table.get(p, (0, 0.0))[1] for p in process_tree(pid, table))
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Run process ``pid``, every thread of it and every descendant on ``cpus`` only (the
+    threads and processes they start later inherit it)."""
+    for process in process_tree(pid, process_table()):
+        with contextlib.suppress(OSError):  # a thread or process ended meanwhile
+            for thread in os.listdir(f"/proc/{process}/task"):
+                os.sched_setaffinity(int(thread), cpus)
 
 
 def round_entry(running: ProcessChain, name: str, round_id: int) -> dict[str, Any]:
@@ -175,6 +195,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()
     with process_chain(protocol_section(params), policy, mixes=args.mixes,
                        chain_id="benchtrace", keep=args.keep) as running:  # fmt: skip
+        if args.pin:  # the entry mix on one core, the later nodes on the other
+            pids = running.pids
+            for name in running.names:
+                pin(pids[name], {0} if name == running.names[0] else {1})
         measured = asyncio.run(drive(args, running, params, values))
     load_after = os.getloadavg()
     names = running.names
@@ -199,6 +223,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "round_seconds": measured["round_seconds"],
         "wrap_bad_seconds": measured["wrap_bad_seconds"],
         "node_cpu_seconds": measured["node_cpu_seconds"],
+        "pinned": args.pin,
         "load_average_before": list(load_before), "load_average_after": list(load_after),
     }  # fmt: skip
 
@@ -236,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="payloads per batch chunk (default: the chain's default)")
     p.add_argument("--timeout", type=float, default=1800.0,
                    help="seconds the round may take (default 1800)")
+    p.add_argument("--pin", action="store_true",
+                   help="run the entry mix on CPU 0 and the other nodes on CPU 1 (every thread "
+                   "and worker), as on two hosts: the pages' work then overlaps only as much "
+                   "as the protocol lets it")
     p.add_argument("--keep", action="store_true", help="keep the chain directory")
     p.add_argument("--json", type=Path, default=None, help="write the record here")
     args = p.parse_args(argv)
@@ -248,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--bad-shares must be in 1..--messages")
     if args.chunk_size is not None and args.chunk_size < 1:
         p.error("--chunk-size must be >= 1")
+    if args.pin and len(os.sched_getaffinity(0)) < 2:
+        p.error("--pin needs two CPUs")
     record = measure(args)
     print_table(record, Console(width=150))
     if args.json is not None:
