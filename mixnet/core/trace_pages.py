@@ -6,7 +6,8 @@ accusations and one ``exclude`` frame at most :func:`~mixnet.core.trace_caps.exc
 items. Beyond that the answer comes in pages:
 
 * **trace.** The entry mix asks ``trace {round, page}`` for page 0, 1, … while the reply says
-  ``more``. A mix's pages are its *own* accusations first (:class:`OwnAccusations`: the inputs
+  ``more``, each as soon as the previous page's answer comes (it checks that page
+  meanwhile). A mix's pages are its *own* accusations first (:class:`OwnAccusations`: the inputs
   that did not peel, then the groups of inputs that peeled to one onion, then — at the last
   mix — the inputs whose payloads the validator refuses), then, at a relay, its successor's
   pages, each traced back through it: a relay with ``k`` pages of its own answers page
