@@ -417,6 +417,9 @@ class BaseNode(ServesSubmitMany, ServesHttp):
                 if isinstance(outcome, MixnetError):
                     raise outcome
                 return outcome
+            case Send() if action.background:
+                self.spawn(self.execute([Send(action.frame)]), f"sending {action.frame}")
+                return []
             case Send():
                 return await self._send(action.frame)
             case Peel():

@@ -68,9 +68,13 @@ class Persist:
 
 @dataclass(frozen=True)
 class Send:
-    """Send ``frame`` to the successor; its reply comes back through ``on_reply``."""
+    """Send ``frame`` to the successor; its reply comes back through ``on_reply``. The
+    actions after it wait for that reply and what it leads to, unless ``background``: then
+    the adapter sends it in a task of its own and goes on at once (the machine does other
+    work meanwhile, e.g. checks a trace page while the next is asked for)."""
 
     frame: Frame
+    background: bool = False
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,7 @@ class EntryVerdict(MixRounds):
                 if unending:
                     return self._conclude(st, unending)
                 progress.page += 1
-                ask.append(Send(Trace(st.round_id, progress.page)))
+                ask.append(Send(Trace(st.round_id, progress.page), background=True))
             else:
                 progress.end = sent.page
             if not reply.accusations:

@@ -617,6 +617,11 @@ class MemoryChain:
                 if isinstance(outcome, MixnetError):
                     raise outcome
                 return outcome
+            case Send() if action.background:  # as the adapter: a task of its own
+                node.tasks.append(
+                    Task(deque([Send(action.frame)]), incarnation=node.incarnation)
+                )
+                return []
             case Send():
                 frame = action.frame
                 if isinstance(frame, Exclude):  # what every node's frame limits allow

@@ -379,7 +379,7 @@ class TestEntry:
             )
 
         acts = m.on_reply(Trace(1), page("b", more=True), NOW)  # type: ignore[attr-defined]
-        assert one(acts, Send) == Send(Trace(1, 1))
+        assert one(acts, Send) == Send(Trace(1, 1), background=True)  # checked meanwhile
         first = one(acts, Verify)
         assert first.token.page == 0  # type: ignore[attr-defined]
         assert m.on_reply(Trace(1), page("a", more=True), NOW) == []  # type: ignore[attr-defined]
