@@ -15,12 +15,10 @@ from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
 from mixnet.chunk_signature import MAX_PATH, SIGNATURE_LENGTH, Delivery
 from mixnet.dleq import PROOF_LENGTH
 from mixnet.errors import BadLength, MalformedFrame
-from mixnet.wire import get_bytes, get_bytes_list, get_int, get_str
+from mixnet.wire import MAX_NAME_LENGTH, get_bytes, get_bytes_list, get_int, get_str
 
 __all__ = ["accusation_to_wire", "parse_accusations"]
 
-#: Longest node name (as :data:`mixnet.frames.MAX_NAME_LENGTH`, which imports this module).
-MAX_NAME_LENGTH = 64
 
 _FAILURES = {f.value: f for f in Failure}
 

@@ -14,10 +14,24 @@ from dataclasses import dataclass
 
 from mixnet.accusation_wire import accusation_to_wire, parse_accusations
 from mixnet.admission import CREDENTIAL_LENGTH, TOKEN_LENGTH
+from mixnet.announcement_wire import (
+    announcement_frame,
+    parse_announcement,
+    parse_announcements,
+)
 from mixnet.blame import Accusation
 from mixnet.errors import MalformedFrame, UnexpectedFrameType
-from mixnet.keys import ROUND_KEY_LENGTH, SIGNATURE_LENGTH, RoundKeyAnnouncement
-from mixnet.wire import get_bool, get_bytes, get_bytes_list, get_float, get_int, get_str
+from mixnet.keys import SIGNATURE_LENGTH, RoundKeyAnnouncement
+from mixnet.wire import (
+    MAX_NAME_LENGTH,
+    ROUND_ID_MAX,
+    get_bool,
+    get_bytes,
+    get_bytes_list,
+    get_float,
+    get_int,
+    get_str,
+)
 
 __all__ = [
     "MAX_CLIENT_ID_LENGTH",
@@ -54,49 +68,11 @@ __all__ = [
     "to_wire",
 ]
 
-ROUND_ID_MAX = (1 << 63) - 1
 #: The largest page number of a paged trace or exclusion (and the most pages).
 PAGE_MAX = (1 << 32) - 1
-MAX_NAME_LENGTH = 64
 MAX_CLIENT_ID_LENGTH = 128
 #: Longest reason an ``abort-round`` or ``exclude`` frame carries (characters).
 MAX_REASON_LENGTH = 512
-
-
-# --------------------------------------------------------------------------- announcements
-
-
-def announcement_frame(a: RoundKeyAnnouncement) -> dict[str, object]:
-    """The wire form of a signed round-key announcement (chain id is implied by the link)."""
-    return {
-        "node": a.node,
-        "round": a.round_id,
-        "public_key": a.public_key,
-        "signature": a.signature,
-    }
-
-
-def parse_announcement(item: object, *, chain_id: str) -> RoundKeyAnnouncement:
-    """Parse one announcement map (authenticity is checked later, against the chain file)."""
-    if not isinstance(item, Mapping):
-        raise MalformedFrame("announcement must be a map")
-    return RoundKeyAnnouncement(
-        chain_id=chain_id,
-        node=get_str(item, "node", max_length=MAX_NAME_LENGTH),
-        round_id=get_int(item, "round", min_value=0, max_value=ROUND_ID_MAX),
-        public_key=get_bytes(item, "public_key", length=ROUND_KEY_LENGTH),
-        signature=get_bytes(item, "signature", length=SIGNATURE_LENGTH),
-    )
-
-
-def parse_announcements(
-    frame: Mapping[str, object], *, chain_id: str, max_count: int
-) -> list[RoundKeyAnnouncement]:
-    """Parse the ``announcements`` list of a frame (at most ``max_count`` maps)."""
-    raw = frame.get("announcements")
-    if not isinstance(raw, list) or len(raw) > max_count:
-        raise MalformedFrame(f"announcements must be a list of at most {max_count} maps")
-    return [parse_announcement(item, chain_id=chain_id) for item in raw]
 
 
 # --------------------------------------------------------------------------- frames

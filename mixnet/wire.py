@@ -31,6 +31,10 @@ from mixnet.errors import (
 
 #: Version of the frame format; a frame with another ``"v"`` is refused.
 WIRE_VERSION = 2
+#: The largest round id (and count) a frame carries: a msgpack int fits 64 bits signed.
+ROUND_ID_MAX = (1 << 63) - 1
+#: Longest node name in a frame, in characters.
+MAX_NAME_LENGTH = 64
 #: Type of the generic error frame.
 ERROR_TYPE = "error"
 
