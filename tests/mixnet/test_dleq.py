@@ -574,3 +574,57 @@ def test_revealed_secret_opens_the_layer() -> None:
             open_layer_with_secret(bad, public, bad_proof.shared_secret, ad)
     with pytest.raises(BadLength):
         open_layer_with_secret(layer[:47], public, proof.shared_secret, ad)
+
+
+# --------------------------------------------------------------------------- the ephemeral's point
+
+
+def _full_checks(data: bytes) -> bytes | None:
+    """``Ē`` through every check: decode_u (with its Euler criterion for the twist), then the
+    prime-order component; ``None`` where either refuses."""
+    from mixnet.dleq import _lift, _prime_component
+
+    try:
+        return _prime_component(_lift(decode_u(data, strict=False), 0))
+    except InvalidPoint:
+        return None
+
+
+def _fast_checks(data: bytes) -> bytes | None:
+    from mixnet.dleq import _ephemeral_point
+
+    try:
+        return _ephemeral_point(data)
+    except InvalidPoint:
+        return None
+
+
+EDGES = [*SMALL_ORDER_U, P - 2, P, P + 1, P + 2, (1 << 255) - 1, 2, 3, 9]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    data=st.one_of(
+        st.binary(min_size=32, max_size=32),
+        st.sampled_from(EDGES).map(lambda u: (u % (1 << 256)).to_bytes(32, "little")),
+        st.integers(0, P - 1).map(u_bytes),
+        st.integers(0, P - 1).map(lambda u: u_bytes(u | (1 << 255))),  # bit 255 set
+    )
+)
+def test_the_ephemeral_point_skips_the_twist_check_and_decides_the_same(data: bytes) -> None:
+    """Without the Euler criterion, every input is refused or mapped exactly as with it: a
+    u on the twist lifts to no curve point, which libsodium's decoding refuses."""
+    assert _fast_checks(data) == _full_checks(data)
+
+
+def test_twist_ephemerals_are_refused_by_the_fast_path() -> None:
+    twists = [u for u in range(2, 400) if _on_twist(u)]
+    assert len(twists) > 100  # about half of all u
+    for u in twists:
+        assert _fast_checks(u_bytes(u)) is None
+    k, public = keypair()
+    e = ephemeral()
+    proof = prove_shared_secret(k, e, context=CTX)
+    with pytest.raises(InvalidPoint):
+        verify_shared_secret(public, u_bytes(twists[0]), proof.shared_secret, proof.to_bytes(),
+                             context=CTX)  # fmt: skip
