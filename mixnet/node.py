@@ -5,7 +5,9 @@ feeds it to the node's round machine (:mod:`mixnet.core`), and carries out the a
 machine returns (:meth:`BaseNode.execute`): writes go to the :class:`~mixnet.writer.StoreWriter`
 (in emission order; nothing is acknowledged before its write committed), frames to the
 successor over one :class:`~mixnet.link.Link`, replies to the request being served, peeling
-and permuting to worker threads. It also serves HTTP GETs on the same port: ``/healthz``,
+and permuting to worker threads. Its websocket side — serving connections, dispatching
+frames, refusing with typed errors — is :mod:`mixnet.node_ws`. It also serves HTTP GETs on
+the same port (:mod:`mixnet.node_http`): ``/healthz``,
 ``/status``, ``/metrics`` (Prometheus text); subclasses add routes. Node-to-node requests
 (``open-round``, ``abort-round``, ``batch``) are accepted only from a peer that proved it
 holds the predecessor's identity key (challenge–response).
@@ -34,9 +36,6 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
-from websockets.frames import CloseCode
-from websockets.protocol import State
 
 from mixnet.core.actions import (
     Action,
@@ -55,7 +54,6 @@ from mixnet.core.actions import (
 from mixnet.core.status import TERMINAL, Role, RoundStatus
 from mixnet.errors import (
     InternalError,
-    MalformedFrame,
     MixnetError,
     NotReady,
     UnexpectedFrameType,
@@ -63,7 +61,6 @@ from mixnet.errors import (
 from mixnet.frames import (
     Frame,
     parse_reply,
-    parse_request,
     to_wire,
 )
 from mixnet.limits import ConnectionGuard
@@ -72,12 +69,11 @@ from mixnet.logs import quiet_logger, round_extra
 from mixnet.metrics import NodeMetrics
 from mixnet.node_http import RoundTimes, ServesHttp, guarded_connection
 from mixnet.node_many import ReplySink, ServesSubmitMany
+from mixnet.node_ws import PREDECESSOR_FRAMES, ServesWebsockets
 from mixnet.peer_auth import PeerAuthenticator
 from mixnet.settings import NodeSettings
 from mixnet.store import NodeStore, StoreError, StoreFailed
-from mixnet.submit_many import SUBMIT_MANY, parse_submit_many
 from mixnet.tls import check_server_tls
-from mixnet.wire import decode_frame, encode_frame, error_frame, get_str
 from mixnet.writer import StoreWriter
 
 __all__ = ["HTTP_ROUTES", "PREDECESSOR_FRAMES", "STOP_TIMEOUT", "STORE_CACHE_KIB", "BaseNode"]
@@ -93,8 +89,6 @@ A = TypeVar("A", Mix, Deliver, CompactReceipts)
 #: round, where a relay holds about 1.9 bytes per ciphertext byte it received.
 STORE_CACHE_KIB = 128
 
-#: Frames only the authenticated predecessor may send (what relays and the sink take).
-PREDECESSOR_FRAMES = frozenset({"open-round", "abort-round", "batch", "trace", "exclude"})
 #: The HTTP GET routes every node serves, with what they return.
 HTTP_ROUTES: tuple[tuple[str, str], ...] = (
     ("/healthz", "200 ok while the node serves"),
@@ -111,7 +105,7 @@ COMMIT_WINDOW = 0.002
 Outcome = list[Action] | MixnetError
 
 
-class BaseNode(ServesSubmitMany, ServesHttp):
+class BaseNode(ServesSubmitMany, ServesHttp, ServesWebsockets):
     """The machinery every node shares. Subclasses provide the machine's event methods
     (:meth:`handle`, :meth:`on_reply`, :meth:`on_send_error`, :meth:`persisted`,
     :meth:`persist_failed`) and the heavy actions (:meth:`peel`, :meth:`mix`,
@@ -500,88 +494,7 @@ class BaseNode(ServesSubmitMany, ServesHttp):
         """Receipts this node keeps for exact retries (the entry mix overrides it)."""
         return 0
 
-    # ------------------------------------------------------------------ websockets
-
-    async def _serve_connection(self, conn: ServerConnection) -> None:
-        """Serve one websocket: one request at a time, each answered by one frame; close it
-        after the reply that reached the submission limit. Cancelled by :meth:`stop`."""
-        task = asyncio.current_task()
-        if task is not None:
-            self._handlers.add(task)
-        try:
-            async for message in conn:
-                self.guard.begin(conn)
-                try:
-                    reply = await self._dispatch(conn, message)
-                    await conn.send(encode_frame(reply))
-                finally:
-                    self.guard.end(conn)
-                if conn in self._closing:
-                    await conn.close(CloseCode.NORMAL_CLOSURE, "submission limit")
-                    break
-        except ConnectionClosed:
-            pass
-        finally:
-            if task is not None:
-                self._handlers.discard(task)
-            self._closing.discard(conn)
-            self.peers.forget(conn)
-
-    async def _sweep_idle(self) -> None:
-        """Close the connections the guard finds idle (every quarter of ``idle_seconds``,
-        at least once a second): open websockets with code 1001 ``idle``, connections still
-        in their opening handshake at once."""
-        period = min(1.0, self.settings.connection_limits.idle_seconds / 4)
-        while not self._stopping:
-            await asyncio.sleep(period)
-            for conn in self.guard.sweep():
-                if conn.protocol.state is State.OPEN:
-                    self.spawn(conn.close(CloseCode.GOING_AWAY, "idle"), "closing a connection")
-                else:
-                    conn.transport.abort()
-
-    async def _dispatch(self, conn: ServerConnection, message: str | bytes) -> dict[str, object]:
-        self.metrics.frame()
-        try:
-            if not isinstance(message, bytes):
-                raise MalformedFrame("frames must be binary msgpack")
-            raw = decode_frame(message, max_size=self._max_frame)
-            kind = get_str(raw, "type", max_length=32)
-            if kind == "submit" and self.guard.submitted(conn):
-                self._closing.add(conn)  # answered, then closed (mixnet.limits)
-            if kind == SUBMIT_MANY and "submit" in self.accepts:
-                submissions = parse_submit_many(
-                    raw,
-                    self._limits,
-                    max_count=self.settings.connection_limits.max_submissions_per_frame,
-                )
-                if self.guard.submitted(conn, len(submissions)):
-                    self._closing.add(conn)
-                return await self._serve_many(submissions)
-            if kind == "status":
-                return {"type": "status", **self.status()}
-            if kind == "challenge":
-                return self.peers.challenge(conn)
-            if kind == "authenticate":
-                return self.peers.authenticate(conn, raw)
-            extra = self.extra_request(kind)
-            if extra is not None:
-                return await extra(raw)
-            if kind not in self.accepts:
-                raise UnexpectedFrameType(f"{self.settings.name} does not handle {kind!r}")
-            if kind in PREDECESSOR_FRAMES:
-                self.peers.require_predecessor(conn)  # before looking inside the frame
-            frame = parse_request(kind, raw, self._limits)
-            return await self._serve(frame)
-        except Exception as exc:
-            return self._refusal(exc)
-
-    def extra_request(
-        self, kind: str
-    ) -> Callable[[dict[str, object]], Coroutine[Any, Any, dict[str, object]]] | None:
-        """Hook: a handler for a frame type the machine does not take (e.g. ``get-round``,
-        ``subscribe``), or ``None``."""
-        return None
+    # ------------------------------------------------------------------ requests
 
     async def _serve(self, frame: Frame) -> dict[str, object]:
         """Run the machine on a request and answer once it replies (the rest of the work
@@ -601,13 +514,3 @@ class BaseNode(ServesSubmitMany, ServesHttp):
         if not reply.done():
             raise InternalError("the node gave no answer")
         return to_wire(reply.result())
-
-    def _refusal(self, exc: Exception) -> dict[str, object]:
-        """The error frame answering a request that raised ``exc`` (counted in the metrics;
-        an error that is not a :class:`MixnetError` is logged and answered
-        ``internal-error``)."""
-        if not isinstance(exc, MixnetError):
-            log.error("%s: internal error", self.settings.name, exc_info=exc)
-            exc = InternalError("internal error; see the node's log")
-        self.metrics.error(exc.code)
-        return error_frame(exc)
