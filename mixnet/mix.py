@@ -425,7 +425,7 @@ class MixNode(BaseNode):
         (:func:`~mixnet.trace_work.check_in_parts`); then tell the machine."""
         s = self.settings
         results = await check_in_parts(
-            self.pool, s.workers, action.accusations, dict(action.keys), chain_id=s.chain_id,
+            self.pool, s.workers, action.accusations, action.keys, chain_id=s.chain_id,
             round_id=action.round_id, mixes=s.hops, validator=self.validator,
             proven=s.ownership_proofs,
         )  # fmt: skip

@@ -13,7 +13,7 @@ gets), so they are all checked in one part.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import TypeVar
 
@@ -57,12 +57,10 @@ async def _run_parts(
     """``work`` on each part of ``range(count)`` at once in ``pool``; results in index order."""
     loop = asyncio.get_running_loop()
     done = await asyncio.gather(*(loop.run_in_executor(pool, work, part) for part in parts))
-    results: list[_R | None] = [None] * count
+    by_index: dict[int, _R] = {}
     for part, part_results in zip(parts, done, strict=True):
-        for index, result in zip(part, part_results, strict=True):
-            results[index] = result
-    assert all(r is not None for r in results)
-    return [r for r in results if r is not None]
+        by_index.update(zip(part, part_results, strict=True))
+    return [by_index[index] for index in range(count)]
 
 
 async def prove_in_parts(
@@ -118,7 +116,7 @@ async def check_in_parts(
     pool: Executor,
     threads: int,
     accusations: Sequence[Accusation],
-    public_keys: dict[int, bytes],
+    public_keys: Mapping[int, bytes],
     *,
     chain_id: str,
     round_id: int,

@@ -252,7 +252,7 @@ class TracingMix(MixRounds):
                 )
             if (last and not st.all_valid) or st.duplicates or st.chunk_failed:
                 return None
-            if st.failures_on_disk:
+            if st.failures_on_disk:  # inputs that did not peel may be on disk only
                 return None
             st.own_accused = OwnAccusations(untraced=st.dropped)
             return st.own_accused
