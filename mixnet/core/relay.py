@@ -14,8 +14,8 @@ signed keys. Chunks of the predecessor's batch are checked, replayed ciphertexts
 (each item is hashed once: its Merkle leaf serves the signature check and, cut to 16 bytes,
 the replay filter, :func:`~mixnet.core.digests.replay_digests`), the rest peeled, stored and
 acknowledged (:mod:`mixnet.core.downstream`); the complete batch is permuted and forwarded
-like the entry mix's (the last mix holds it). The trace and the exclusions are
-:mod:`mixnet.core.tracing`'s.
+like the entry mix's (the last mix holds it). The trace is :mod:`mixnet.core.tracing`'s, the
+exclusions :mod:`mixnet.core.exclusion`'s.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from mixnet.core.actions import Action, Peel, Persist, Reply, Send
 from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.digests import replay_digests
 from mixnet.core.downstream import ChunkReceiver
+from mixnet.core.exclusion import ExcludingMix
 from mixnet.core.items import Items
 from mixnet.core.outbound import derive_outbound
 from mixnet.core.records import EraseKey, NewRound, NodeRecords, OutboundBatch, SetRound
@@ -43,7 +44,6 @@ from mixnet.core.rounds import (
     refuse_forgotten,
 )
 from mixnet.core.status import Role, RoundStatus
-from mixnet.core.tracing import TracingMix
 from mixnet.errors import InternalError, MixnetError, RoundClosed
 from mixnet.frames import (
     Aborted,
@@ -79,7 +79,7 @@ class ChunkPeeled:
     received: Sequence[bytes] = ()
 
 
-class RelayMachine(ChunkReceiver, TracingMix):
+class RelayMachine(ChunkReceiver, ExcludingMix):
     """The rounds of mix ``name`` at position ``hop`` (>= 1) whose predecessor is
     ``predecessor`` and successor ``successor``; items arrive ``item_length`` bytes long.
     With ``last`` it is the chain's last mix: it checks its plaintext outputs with

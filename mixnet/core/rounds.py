@@ -16,6 +16,7 @@ from mixnet.core.actions import Action, Mix, Persist, Send
 from mixnet.core.deliveries import ChunkSigning, ReceivedChunk
 from mixnet.core.digests import DigestSet
 from mixnet.core.intake import BatchIntake, EntryIntake
+from mixnet.core.item_index import PairIndex
 from mixnet.core.items import Items
 from mixnet.core.receipts import ReceiptTable
 from mixnet.core.records import (
@@ -141,6 +142,9 @@ class RoundState:
     #: relay and last mix: its own accusations in the trace, in pages (computed once the
     #: trace asks; memory only)
     own_accused: OwnAccusations | None = None
+    #: relay and last mix: ``chunk_inputs`` and ``chunk_payloads`` indexed both ways for the
+    #: trace's pages (built once the inputs are read back; memory only)
+    pair_index: PairIndex | None = None
     #: last mix: the pages of a paged ``exclude`` gathered so far (memory only)
     exclusion: ExclusionPages | None = None
     #: entry mix: its progress through the round's verdict (memory only)
@@ -384,6 +388,7 @@ class MixRounds:
         st.chunk_failed.clear()
         st.duplicates.clear()
         st.received.clear()
+        st.pair_index = None
         st.payload_digests.clear()
         return Persist(
             (

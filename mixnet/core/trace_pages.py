@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mixnet.core.item_index import ItemIndex
 from mixnet.errors import MalformedFrame
 from mixnet.frames import Exclude
 
@@ -183,8 +184,9 @@ class EntryTrace:
     an earlier one is not taken); ``page``: the trace page last asked for (the next is asked
     as soon as its answer comes, while that answer is checked); ``checked``: the pages
     checked; ``end``: the page that said no ``more``, once known; ``clients``: the
-    submissions accused so far; ``origin``: hop-1 item → client, built once for the round's
-    pages; ``exclusion``: the exclude frames being sent (once the trace is over; empty
+    submissions accused so far; ``origin``: the round's hop-1 items indexed (item → its
+    position, whose submission is position // m), built once for the round's pages;
+    ``exclusion``: the exclude frames being sent (once the trace is over; empty
     before), ``excluding`` the one in flight."""
 
     attempt: int = 0
@@ -192,6 +194,6 @@ class EntryTrace:
     checked: set[int] = field(default_factory=set)
     end: int | None = None
     clients: set[str] = field(default_factory=set)
-    origin: dict[bytes, str] | None = None
+    origin: ItemIndex | None = None
     exclusion: tuple[Exclude, ...] = ()
     excluding: int = 0

@@ -1,5 +1,6 @@
-"""The trace at a mix after the entry mix: answering ``trace`` with proven accusations, and
-passing ``exclude`` on (``docs/protocol.md``, "Trace and exclude").
+"""The trace at a mix after the entry mix: answering ``trace`` with proven accusations
+(``docs/protocol.md``, "Trace and exclude"); the exclusion that follows it is
+:mod:`mixnet.core.exclusion`.
 
 A relay keeps its intake (the input ciphertexts and what they peeled to) and its round key
 until the round's exclusions have passed: the outputs in memory, the inputs and the chunks
@@ -11,10 +12,8 @@ the way back checks the accusations about its outputs
 (:class:`~mixnet.core.actions.Verify`), finds the input each came from, adds its own step
 and passes them back. It reveals an input only for an output whose accusation verified; a
 successor whose accusation does not verify, or names an item this mix never sent, is blamed
-(the round then aborts). ``exclude`` names inputs to drop: a relay passes their outputs on
-and, once the successor answered, erases its intake and key (``CONFIRMED``); the last mix
-removes their payloads, forwards the rest to the sink (``RELEASED``, then ``CONFIRMED``) —
-or, for an abort, tells the sink the round ends.
+(the round then aborts). A page's lookups from outputs to inputs and back go through the
+round's :class:`~mixnet.core.item_index.PairIndex`, built once.
 
 On a chain with ownership proofs (``proven``) a mix also accuses every input that did not
 peel (``undecryptable`` or ``no-owner``, :func:`mixnet.blame.prove_failure`), and these are
@@ -29,34 +28,27 @@ for them (``mixnet.blame``).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
 from mixnet.chunk_signature import leaf_hashes
 from mixnet.core.actions import Action, LoadIntake, Persist, Prove, Reply, Send, Verify
 from mixnet.core.deliveries import ReceivedChunk, deliveries, judge
 from mixnet.core.digests import DIGEST_LENGTH, replay_digests
-from mixnet.core.intake import split_chunks
+from mixnet.core.item_index import PairIndex
 from mixnet.core.items import repeated_items
 from mixnet.core.records import (
     Chunk,
     DropIntake,
-    DropOutbound,
     EraseKey,
     NodeRecords,
-    OutboundBatch,
-    OutboundChunk,
-    PutOutbound,
     SetRound,
-    Write,
 )
 from mixnet.core.rounds import MixRounds, RoundState
 from mixnet.core.status import Role, RoundStatus
 from mixnet.core.trace_caps import accusation_cap
-from mixnet.core.trace_pages import ExclusionPages, OwnAccusations, own_pages
+from mixnet.core.trace_pages import OwnAccusations, own_pages
 from mixnet.core.trace_tokens import (
     BlameChecked,
     IntakeNeeded,
@@ -66,9 +58,9 @@ from mixnet.core.trace_tokens import (
 )
 from mixnet.core.validate import all_valid
 from mixnet.errors import InternalError, MixnetError, NotReady, RoundClosed, UnknownRound
-from mixnet.frames import AbortRound, Accused, Exclude, Excluded, Trace
+from mixnet.frames import Accused, Exclude, Trace
 
-__all__ = ["TRACE_TIMEOUT", "TracingMix", "unpeeled_inputs"]
+__all__ = ["TRACE_OVER", "TRACE_TIMEOUT", "TracingMix", "unpeeled_inputs"]
 
 #: Seconds a mix after the entry keeps a round's key and intake for the trace once its whole
 #: batch is here. A round whose ``exclude`` has not come by then is aborted here (the last
@@ -101,18 +93,23 @@ def _each_digest(blob: bytes) -> list[bytes]:
 
 #: Statuses in which a mix's part of the trace is over (a repeated request is answered
 #: with nothing to add).
-_TRACE_OVER = frozenset({RoundStatus.RELEASED, RoundStatus.CONFIRMED, RoundStatus.ABORTED})
+TRACE_OVER = frozenset({RoundStatus.RELEASED, RoundStatus.CONFIRMED, RoundStatus.ABORTED})
 
 
 class TracingMix(MixRounds):
-    """Mixin of :class:`~mixnet.core.relay.RelayMachine`: the trace and the exclusions.
-    Subclasses set ``hop``, ``successor`` and ``validator``."""
+    """Mixin of :class:`~mixnet.core.relay.RelayMachine`: the trace, and the helpers the
+    exclusion (:class:`~mixnet.core.exclusion.ExcludingMix`) shares. Subclasses set
+    ``hop``, ``successor`` and ``validator``."""
 
     hop: int
     predecessor: str
     successor: str
     validator: PayloadValidator
     proven: bool
+
+    if TYPE_CHECKING:  # the exclusion half (mixnet.core.exclusion.ExcludingMix)
+
+        def on_exclude(self, frame: Exclude, now: float) -> list[Action]: ...
 
     # ------------------------------------------------------------------ helpers
 
@@ -137,6 +134,19 @@ class TracingMix(MixRounds):
             yield from zip(inputs, st.chunk_payloads[index], strict=True)
 
     @staticmethod
+    def _index(st: RoundState) -> PairIndex:
+        """:meth:`_pairs` indexed both ways (built on first use, kept until the intake is
+        erased): a page's lookups without a scan of the round.
+
+        :raises InternalError: the inputs are not read back.
+        """
+        if not st.intake_loaded:
+            raise InternalError(f"round {st.round_id}'s inputs are not read back")
+        if st.pair_index is None:
+            st.pair_index = PairIndex(st.chunk_inputs, st.chunk_payloads)
+        return st.pair_index
+
+    @staticmethod
     def _needs_intake(st: RoundState, event: TraceStep, *args: object) -> list[Action]:
         """Nothing if the round's inputs are in memory; else the :class:`LoadIntake` after
         which :meth:`intake_loaded` runs ``event`` with ``args`` again. A relay keeps only
@@ -158,7 +168,7 @@ class TracingMix(MixRounds):
             raise TypeError(f"not an intake token: {token!r}")
         st = self.rounds.get(token.round_id)
         if st is not None and not st.intake_loaded:
-            if st.status not in _TRACE_OVER:  # else erased meanwhile: nothing to hold
+            if st.status not in TRACE_OVER:  # else erased meanwhile: nothing to hold
                 for chunk in chunks:
                     if chunk.sender != self.predecessor or chunk.index not in st.chunk_payloads:
                         continue
@@ -195,7 +205,7 @@ class TracingMix(MixRounds):
         st.chunk_failed.clear()
         st.duplicates.clear()
         st.received.clear()
-        st.own_accused = st.exclusion = None
+        st.own_accused = st.exclusion = st.pair_index = None
         return Persist(
             (DropIntake(st.round_id), EraseKey(st.round_id), SetRound(st.round_id, status=status))
         )
@@ -288,7 +298,7 @@ class TracingMix(MixRounds):
             return []
         if st.status is RoundStatus.ABORTED:
             raise RoundClosed(f"round {round_id} was aborted at {self.name}")
-        if st.status in _TRACE_OVER:
+        if st.status in TRACE_OVER:
             return [Reply(Accused(round_id))]
         return []
 
@@ -346,7 +356,7 @@ class TracingMix(MixRounds):
         if load:
             return load
         wanted = {accusation.item for accusation in accusations}
-        origin = {output: item for item, output in self._pairs(st) if output in wanted}
+        origin = self._index(st).inputs_of(wanted)
         inputs = []
         for accusation, holds in zip(accusations, results, strict=True):
             item = origin.get(accusation.item)
@@ -400,179 +410,6 @@ class TracingMix(MixRounds):
                 for a, s in zip(token.accusations, rest, strict=True)
             )
         return [Reply(Accused(token.round_id, own + accused, token.untraced, more=token.more))]
-
-    # ------------------------------------------------------------------ exclude
-
-    def on_exclude(self, frame: Exclude, now: float) -> list[Action]:
-        """Event: ``exclude`` from the predecessor (idempotent).
-
-        :raises UnknownRound: the round is unknown here.
-        :raises NotReady: the round is not past its batch here yet.
-        :raises RoundClosed: the round was aborted here and ``frame`` is not an abort.
-        """
-        st = self._round(frame.round_id)
-        if st.status is RoundStatus.ABORTED and not frame.abort:
-            raise RoundClosed(f"round {frame.round_id} was aborted at {self.name}")
-        if st.status in _TRACE_OVER:
-            return [Reply(Excluded(frame.round_id))]
-        if self.role is Role.RELAY and st.status is RoundStatus.FORWARDED:
-            wanted = set(frame.items)
-            outputs: tuple[bytes, ...] = ()
-            if wanted:
-                load = self._needs_intake(st, "exclude", frame)
-                if load:
-                    return load
-                following = {item: output for item, output in self._pairs(st) if item in wanted}
-                outputs = tuple(following[i] for i in frame.items if i in following)
-            return [Send(replace(frame, items=outputs))]
-        if self.role is Role.LAST and st.status is RoundStatus.MIXED:
-            if frame.pages > 1 and not frame.abort:
-                whole = self._gather(st, frame)
-                if whole is None:
-                    return [Reply(Excluded(frame.round_id))]  # not the last page: go on
-                frame = whole
-            if frame.items and not frame.abort:  # the usual round excludes none
-                load = self._needs_intake(st, "exclude", frame)
-                if load:
-                    return load
-            return self._release(st, frame)
-        raise NotReady(f"round {frame.round_id} is {st.status.value} here")
-
-    def _gather(self, st: RoundState, frame: Exclude) -> Exclude | None:
-        """Last mix: keep a page of a paged exclusion; the whole exclusion once every page
-        is here, else ``None``.
-
-        :raises NotReady: ``frame`` is the last page and some are missing (a restart lost
-            them): the entry mix starts the verdict over.
-        :raises MalformedFrame: the pages name more items than the round has here.
-        """
-        pages = st.exclusion
-        if pages is None or not pages.matches(frame):  # a new exclusion replaces another
-            held = sum(len(p) for p in st.chunk_payloads.values()) + st.dropped
-            pages = st.exclusion = ExclusionPages(frame.pages, frame.excluded, limit=held)
-        if pages.add(frame):
-            return pages.whole(frame.round_id)
-        if frame.final:
-            missing = frame.pages - len(pages.got)
-            raise NotReady(f"{missing} pages of round {frame.round_id}'s exclusion are missing")
-        return None
-
-    def _excluded(self, sent: Exclude, reply: Excluded) -> list[Action]:
-        """The successor took a page of the exclusion; after the last page (answered once
-        the whole exclusion applied) this relay's part is over."""
-        st = self._round(sent.round_id)
-        actions: list[Action] = []
-        if st.status is RoundStatus.FORWARDED and sent.final:  # every page has passed
-            status = RoundStatus.ABORTED if sent.abort else RoundStatus.CONFIRMED
-            actions.append(self._finish(st, status))
-        return [*actions, Reply(Excluded(sent.round_id))]
-
-    def _release(self, st: RoundState, frame: Exclude) -> list[Action]:
-        """Last mix: drop the excluded items' payloads and forward the rest, or abort."""
-        assert st.outbound is not None
-        if not frame.abort and not frame.items:  # nothing excluded: the batch goes as it is
-            outbound = st.outbound
-            if frame.excluded or (not st.all_valid and any(
-                not self.validator(p) for chunk in outbound.chunks for p in chunk.payloads
-            )):  # fmt: skip
-                reason = "the exclusions left payloads the validator refuses"
-                return self._abort_released(st, reason)
-            return self._forward_rest(st, None, st.clients or 0, 0)
-        if not frame.abort:
-            wanted = set(frame.items)
-            following = {item: payload for item, payload in self._pairs(st) if item in wanted}
-            removed = Counter(following[i] for i in frame.items if i in following)
-            kept: list[bytes] = []
-            for chunk in st.outbound.chunks:
-                for payload in chunk.payloads:
-                    if removed[payload] > 0:
-                        removed[payload] -= 1
-                    else:
-                        kept.append(payload)
-            clients = (st.clients or 0) - frame.excluded
-            if any(not self.validator(p) for p in kept) or clients < 0:
-                reason = "the exclusions left payloads the validator refuses"
-                return self._abort_released(st, reason)
-            return self._forward_rest(st, kept, clients, frame.excluded)
-        return self._abort_released(st, frame.abort)
-
-    def _forward_rest(
-        self, st: RoundState, kept: list[bytes] | None, clients: int, excluded: int
-    ) -> list[Action]:
-        """Release the held batch: ``kept`` payloads re-chunked (``None``: the stored
-        outbound batch unchanged, nothing rewritten)."""
-        r = st.round_id
-        writes: list[Write] = []
-        if kept is None:
-            assert st.outbound is not None
-            outbound = st.outbound
-        else:
-            chunks = split_chunks(kept, self.chunk_size)
-            outbound = OutboundBatch(
-                clients=clients,
-                count=len(kept),
-                chunks=tuple(OutboundChunk(i, tuple(c)) for i, c in enumerate(chunks)),
-                excluded=excluded,
-            )
-            writes += [DropOutbound(r), PutOutbound(r, outbound)]
-        self._move(st, RoundStatus.RELEASED)
-        st.outbound = outbound
-        st.clients = clients
-        st.acked.clear()
-        st.chunk_payloads.clear()
-        st.chunk_inputs.clear()
-        st.chunk_failed.clear()
-        st.duplicates.clear()
-        st.received.clear()
-        st.own_accused = st.exclusion = None
-        writes += [
-            DropIntake(r),
-            EraseKey(r),
-            SetRound(r, status=RoundStatus.RELEASED, clients=clients),
-        ]
-        return [Persist(tuple(writes)), Reply(Excluded(r)), *self._send_next(st)]
-
-    def _abort_released(self, st: RoundState, reason: str) -> list[Action]:
-        persist = self._finish(st, RoundStatus.ABORTED)
-        st.outbound = None
-        st.abort_reply = True
-        writes = (*persist.writes, DropOutbound(st.round_id))
-        return [Persist(writes), Send(AbortRound(st.round_id, reason))]
-
-    # ------------------------------------------------------------------ timer
-
-    def _waiting(self, st: RoundState) -> bool:
-        """The round waits for its trace here (a relay forwarded it, the last mix holds it)."""
-        waiting = RoundStatus.MIXED if self.role is Role.LAST else RoundStatus.FORWARDED
-        return st.status is waiting and st.held_since is not None
-
-    def next_timer(self) -> float | None:
-        """When :meth:`handle_timer` must next be called (``None``: only after an event)."""
-        due = [
-            st.held_since + TRACE_TIMEOUT
-            for st in self.rounds.values()
-            if self._waiting(st) and st.held_since is not None
-        ]
-        resend = self.resend_timer()
-        return min([*due, *([resend] if resend is not None else [])], default=None)
-
-    def handle_timer(self, now: float) -> list[Action]:
-        """Abort every round whose trace has not ended within :data:`TRACE_TIMEOUT` of its
-        batch arriving here: its key and intake are erased; the last mix tells the sink. Send
-        refused chunks again when they are due."""
-        actions: list[Action] = self.handle_resend_timer(now)
-        for st in list(self.rounds.values()):
-            if not self._waiting(st) or st.held_since is None:
-                continue
-            if now < st.held_since + TRACE_TIMEOUT:
-                continue
-            reason = f"no verdict reached {self.name} within {TRACE_TIMEOUT:.0f} s"
-            if self.role is Role.LAST:
-                actions += self._abort_released(st, reason)
-                st.abort_reply = False  # nobody waits for an answer
-            else:
-                actions.append(self._finish(st, RoundStatus.ABORTED))
-        return actions
 
     # ------------------------------------------------------------------ recovery
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from mixnet.core.actions import Action, CompactReceipts, Persist, Send, Verify
 from mixnet.core.deliveries import judge
+from mixnet.core.item_index import ItemIndex
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.receipts import ReceiptTable
 from mixnet.core.records import DropIntake, ForgetReceipts, SetRound
@@ -235,14 +236,14 @@ class EntryVerdict(MixRounds):
         if len(results) != len(accusations) or not all(results):
             return self._conclude(st, blame)
         if progress.origin is None:  # once for all the round's pages
-            progress.origin = {
-                item: client for client, items in st.submissions.items() for item in items
-            }
+            progress.origin = ItemIndex([st.submissions.all_items()])
+        found = progress.origin.last_positions([accusation.item for accusation in accusations])
+        clients, shape = st.submissions.clients(), st.submissions.shape
         for accusation in accusations:
-            client = progress.origin.get(accusation.item)
-            if accusation.hop != 1 or client is None:
+            position = found.get(accusation.item)
+            if accusation.hop != 1 or position is None or shape is None:
                 return self._conclude(st, blame)  # an item this mix never sent
-            progress.clients.add(client)
+            progress.clients.add(clients[position // shape[0]])
         progress.checked.add(token.page)
         return self._maybe_exclude(st)
 

@@ -1,0 +1,96 @@
+"""ItemIndex and PairIndex: the trace's lookups, against a scan."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mixnet.core.item_index import ItemIndex, PairIndex
+from mixnet.core.items import Items
+from mixnet.errors import InternalError
+
+#: A small alphabet of items, so that repeats (and items shared by both sides) are common.
+ITEMS = st.sampled_from([bytes([b]) * 3 for b in range(12)])
+
+
+def _scan(inputs: dict[int, Sequence[bytes]], outputs: dict[int, Sequence[bytes]]) -> list:
+    return [
+        pair
+        for index in sorted(outputs)
+        for pair in zip(inputs.get(index, ()), outputs[index], strict=True)
+    ]
+
+
+@st.composite
+def rounds(draw: st.DrawFn) -> tuple[dict[int, Sequence[bytes]], dict[int, Sequence[bytes]]]:
+    """Chunks (indices in any order, some empty) of equal-length input and output lists;
+    each chunk held as a tuple or as :class:`Items`, as a mix holds them."""
+    inputs: dict[int, Sequence[bytes]] = {}
+    outputs: dict[int, Sequence[bytes]] = {}
+    for index in draw(st.lists(st.integers(0, 50), unique=True, max_size=6)):
+        pairs = draw(st.lists(st.tuples(ITEMS, ITEMS), max_size=8))
+        ins, outs = [p[0] for p in pairs], [p[1] for p in pairs]
+        compact = draw(st.booleans())
+        inputs[index] = Items.of(ins, width=3) if compact else tuple(ins)
+        outputs[index] = Items.of(outs, width=3) if compact else tuple(outs)
+    return inputs, outputs
+
+
+@settings(max_examples=300, deadline=None)
+@given(rounds(), st.lists(ITEMS, max_size=8))
+def test_lookups_match_a_scan(
+    chunks: tuple[dict[int, Sequence[bytes]], dict[int, Sequence[bytes]]], wanted: list[bytes]
+) -> None:
+    inputs, outputs = chunks
+    pairs = _scan(inputs, outputs)
+    index = PairIndex(inputs, outputs)
+    assert len(index) == len(pairs)
+    wanted_set = set(wanted)
+    # the last pair in chunk order wins, as in the dict comprehensions the index replaced
+    assert index.inputs_of(wanted) == {o: i for i, o in pairs if o in wanted_set}
+    assert index.outputs_of(wanted) == {i: o for i, o in pairs if i in wanted_set}
+    # asked again (the sides are built once), and with nothing
+    assert index.outputs_of(wanted_set) == {i: o for i, o in pairs if i in wanted_set}
+    assert index.inputs_of(()) == {} and index.outputs_of([]) == {}
+
+
+def test_a_chunk_without_inputs_has_no_pairs() -> None:
+    index = PairIndex({}, {3: ()})
+    assert len(index) == 0 and index.inputs_of([b"x"]) == {}
+
+
+def test_inputs_and_outputs_of_different_lengths_are_refused() -> None:
+    with pytest.raises(InternalError, match="chunk 2 has 1 inputs for 2 outputs"):
+        PairIndex({2: (b"a",)}, {2: (b"b", b"c")})
+
+
+def test_a_large_round_is_looked_up_by_position() -> None:
+    """Many chunks of onion-like items: each wanted item found in the right chunk."""
+    inputs = {c: Items.of([c.to_bytes(2, "big") + i.to_bytes(4, "big") for i in range(500)])
+              for c in range(40)}  # fmt: skip
+    outputs = {c: Items.of([b"o" + bytes(item) for item in part]) for c, part in inputs.items()}
+    index = PairIndex(inputs, outputs)
+    wanted = [inputs[c][i] for c in (0, 17, 39) for i in (0, 250, 499)]
+    assert index.outputs_of(wanted) == {item: b"o" + item for item in wanted}
+    assert index.inputs_of([b"o" + item for item in wanted]) == {
+        b"o" + item: item for item in wanted
+    }
+    assert index.outputs_of([b"absent"]) == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(ITEMS, max_size=6), max_size=5), st.lists(ITEMS, max_size=8))
+def test_item_index_finds_each_items_last_position(
+    parts: list[list[bytes]], wanted: list[bytes]
+) -> None:
+    flat = [item for part in parts for item in part]
+    index = ItemIndex([Items.of(part, width=3) if i % 2 else part for i, part in enumerate(parts)])
+    assert len(index) == len(flat)
+    expected = {item: position for position, item in enumerate(flat) if item in set(wanted)}
+    assert index.last_positions(wanted) == expected
+    for position in expected.values():
+        part, offset = index.locate(position)
+        assert parts[part][offset] == flat[position]
