@@ -16,7 +16,9 @@ from mixnet.errors import InternalError
 ITEMS = st.sampled_from([bytes([b]) * 3 for b in range(12)])
 
 
-def _scan(inputs: dict[int, Sequence[bytes]], outputs: dict[int, Sequence[bytes]]) -> list:
+def _scan(
+    inputs: dict[int, Sequence[bytes]], outputs: dict[int, Sequence[bytes]]
+) -> list[tuple[bytes, bytes]]:
     return [
         pair
         for index in sorted(outputs)
