@@ -21,7 +21,10 @@ Printed as a table and written as JSON (``--json``):
 * ``round_seconds`` — from the last submission acknowledged to the result;
 * ``node_cpu_seconds`` — user + system CPU of each node process and its live children
   (peel workers), from the last acknowledgement until every node ended the round
-  (``/proc``), and the load average before and after (the machine may be shared).
+  (``/proc``), and the load average before and after (the machine may be shared);
+* ``node_peak_rss_bytes`` — the peak resident set (``VmHWM``) of each node process and its
+  live children, summed, since the last acknowledgement (reset then through ``clear_refs``;
+  where the kernel refuses that, since the process started).
 
 Linux only (``/proc``). Usage::
 
@@ -97,6 +100,21 @@ def tree_cpu_seconds(pid: int) -> float:
     return sum(table.get(p, (0, 0.0))[1] for p in process_tree(pid, table))
 
 
+def tree_peak_rss(pid: int, reset: bool = False) -> int:
+    """Bytes: the ``VmHWM`` (peak resident set) of process ``pid`` and of each of its live
+    descendants, summed; with ``reset``, each is first set back to its current resident set
+    (``clear_refs`` 5), so that the peak read later is the peak since then."""
+    total = 0
+    for process in process_tree(pid, process_table()):
+        with contextlib.suppress(OSError):  # ended meanwhile, or the kernel refuses a reset
+            if reset:
+                Path(f"/proc/{process}/clear_refs").write_text("5")
+            for line in Path(f"/proc/{process}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) * 1024
+    return total
+
+
 def pin(pid: int, cpus: set[int]) -> None:
     """Run process ``pid``, every thread of it and every descendant on ``cpus`` only (the
     threads and processes they start later inherit it)."""
@@ -169,13 +187,17 @@ async def drive(args: argparse.Namespace, running: ProcessChain, params: CloakPa
             raise RuntimeError(f"the users landed in rounds {rounds}, not {info.round_id}")
         pids = running.pids
         cpu0 = {name: tree_cpu_seconds(pids[name]) for name in running.names}  # chain order
+        for name in running.names:
+            tree_peak_rss(pids[name], reset=True)
         t0 = time.perf_counter()
         result = await client.result(info.round_id, timeout=args.timeout)
         round_seconds = time.perf_counter() - t0
     entries = await wait_ended(running, info.round_id, 120.0)
     cpu = {name: tree_cpu_seconds(pids[name]) - cpu0[name] for name in running.names}
+    peak = {name: tree_peak_rss(pids[name]) for name in running.names}
     return {"round": info.round_id, "result": result.raw, "round_seconds": round_seconds,
-            "entries": entries, "node_cpu_seconds": cpu, "wrap_bad_seconds": wrap_bad}  # fmt: skip
+            "entries": entries, "node_cpu_seconds": cpu, "node_peak_rss_bytes": peak,
+            "wrap_bad_seconds": wrap_bad}  # fmt: skip
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -223,6 +245,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "round_seconds": measured["round_seconds"],
         "wrap_bad_seconds": measured["wrap_bad_seconds"],
         "node_cpu_seconds": measured["node_cpu_seconds"],
+        "node_peak_rss_bytes": measured["node_peak_rss_bytes"],
         "pinned": args.pin,
         "load_average_before": list(load_before), "load_average_after": list(load_after),
     }  # fmt: skip
@@ -243,8 +266,11 @@ def print_table(record: dict[str, Any], console: Console) -> None:
         *(f"{v:.2f}" for v in record["node_cpu_seconds"].values()),
     )
     console.print(table)
+    peaks = ", ".join(f"{name} {v / 2**20:,.0f}"
+                      for name, v in record["node_peak_rss_bytes"].items())  # fmt: skip
     console.print("node columns: CPU seconds from the last submission acknowledged until the "
-                  "round ended everywhere (the process and its peel workers)")  # fmt: skip
+                  "round ended everywhere (the process and its peel workers); peak RSS "
+                  f"since then, MiB: {peaks}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

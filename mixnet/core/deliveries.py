@@ -21,6 +21,7 @@ from nacl.signing import VerifyKey
 
 from mixnet.blame import Accusation, delivered_by
 from mixnet.chunk_signature import ChunkTree, Delivery, root_of_leaves, verify_chunk
+from mixnet.core.item_index import ItemIndex
 from mixnet.errors import BadSignature
 
 #: An identity key as a :class:`~nacl.signing.VerifyKey`, made once per key (one per chunk
@@ -95,16 +96,26 @@ class ReceivedChunk:
         return Delivery(self.sender, self.index, len(self.items), position, path, self.signature)
 
 
+def received_index(received: Mapping[int, ReceivedChunk]) -> ItemIndex:
+    """The items of ``received`` chunks (in its order) indexed for :func:`deliveries`; valid
+    while ``received`` does not change."""
+    return ItemIndex([chunk.items for chunk in received.values()])
+
+
 def deliveries(
-    received: Mapping[int, ReceivedChunk], wanted: Sequence[bytes]
+    received: Mapping[int, ReceivedChunk],
+    wanted: Sequence[bytes],
+    index: ItemIndex | None = None,
 ) -> dict[bytes, Delivery]:
-    """The :class:`Delivery` of each of ``wanted`` found in ``received`` chunks."""
-    wanted_set = set(wanted)
+    """The :class:`Delivery` of each of ``wanted`` found in ``received`` chunks (of its
+    first copy, in ``received``'s order). ``index``: :func:`received_index` of ``received``,
+    if kept (a trace's pages then cost no scan of the round); built here otherwise."""
+    chunks = list(received.values())
+    index = received_index(received) if index is None else index
     found: dict[bytes, Delivery] = {}
-    for chunk in received.values():
-        for position, item in enumerate(chunk.items):
-            if item in wanted_set and item not in found:
-                found[item] = chunk.delivery(position)
+    for item, position in index.positions(wanted, last=False).items():
+        part, offset = index.locate(position)
+        found[item] = chunks[part].delivery(offset)
     return found
 
 

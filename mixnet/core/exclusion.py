@@ -165,7 +165,7 @@ class ExcludingMix(TracingMix):
         st.chunk_failed.clear()
         st.duplicates.clear()
         st.received.clear()
-        st.own_accused = st.exclusion = st.pair_index = None
+        st.own_accused = st.exclusion = st.pair_index = st.received_index = None
         writes += [
             DropIntake(r),
             EraseKey(r),

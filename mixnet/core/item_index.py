@@ -54,8 +54,9 @@ class ItemIndex:
         part = int(np.searchsorted(self._ends, position, side="right"))
         return part, position - (int(self._ends[part - 1]) if part else 0)
 
-    def last_positions(self, wanted: Collection[bytes]) -> dict[bytes, int]:
-        """Each item of ``wanted`` found → its last position; items not found are left out."""
+    def positions(self, wanted: Collection[bytes], *, last: bool = True) -> dict[bytes, int]:
+        """Each item of ``wanted`` found → its last position (``last``) or its first; items
+        not found are left out."""
         items = list(dict.fromkeys(wanted))
         if not items or not len(self._keys):
             return {}
@@ -64,7 +65,8 @@ class ItemIndex:
         stops = np.searchsorted(self._keys, hashes, side="right").tolist()
         found: dict[bytes, int] = {}
         for item, start, stop in zip(items, starts, stops, strict=True):
-            for position in reversed(self._order[start:stop].tolist()):  # the last first
+            candidates = self._order[start:stop].tolist()  # ascending positions
+            for position in reversed(candidates) if last else candidates:
                 part, offset = self.locate(position)
                 if self._parts[part][offset] == item:
                     found[item] = position
@@ -119,7 +121,7 @@ def _other_side(
 ) -> dict[bytes, bytes]:
     """Each found item → the item at its position on the other side (same part, offset)."""
     found = {}
-    for item, position in index.last_positions(wanted).items():
+    for item, position in index.positions(wanted).items():
         part, offset = index.locate(position)
         found[item] = other[part][offset]
     return found

@@ -16,7 +16,7 @@ from mixnet.core.actions import Action, Mix, Persist, Send
 from mixnet.core.deliveries import ChunkSigning, ReceivedChunk
 from mixnet.core.digests import DigestSet
 from mixnet.core.intake import BatchIntake, EntryIntake
-from mixnet.core.item_index import PairIndex
+from mixnet.core.item_index import ItemIndex, PairIndex
 from mixnet.core.items import Items
 from mixnet.core.receipts import ReceiptTable
 from mixnet.core.records import (
@@ -145,6 +145,9 @@ class RoundState:
     #: relay and last mix: ``chunk_inputs`` and ``chunk_payloads`` indexed both ways for the
     #: trace's pages (built once the inputs are read back; memory only)
     pair_index: PairIndex | None = None
+    #: relay and last mix: ``received``'s items indexed for the deliveries of the trace's
+    #: pages (built on first use after the read-back; memory only)
+    received_index: ItemIndex | None = None
     #: last mix: the pages of a paged ``exclude`` gathered so far (memory only)
     exclusion: ExclusionPages | None = None
     #: entry mix: its progress through the round's verdict (memory only)
@@ -388,7 +391,7 @@ class MixRounds:
         st.chunk_failed.clear()
         st.duplicates.clear()
         st.received.clear()
-        st.pair_index = None
+        st.pair_index = st.received_index = None
         st.payload_digests.clear()
         return Persist(
             (

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, cast
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
 from mixnet.chunk_signature import leaf_hashes
 from mixnet.core.actions import Action, LoadIntake, Persist, Prove, Reply, Send, Verify
-from mixnet.core.deliveries import ReceivedChunk, deliveries, judge
+from mixnet.core.deliveries import ReceivedChunk, deliveries, judge, received_index
 from mixnet.core.digests import DIGEST_LENGTH, replay_digests
 from mixnet.core.item_index import PairIndex
 from mixnet.core.items import repeated_items
@@ -183,6 +183,7 @@ class TracingMix(MixRounds):
                         if failed:
                             st.chunk_failed[chunk.index] = failed
             st.failures_on_disk = False
+            st.pair_index = st.received_index = None  # built from what is held now
             st.intake_loaded = True  # whatever was found: the step runs once more, not again
         args = token.args
         if token.event == "trace":
@@ -205,7 +206,7 @@ class TracingMix(MixRounds):
         st.chunk_failed.clear()
         st.duplicates.clear()
         st.received.clear()
-        st.own_accused = st.exclusion = st.pair_index = None
+        st.own_accused = st.exclusion = st.pair_index = st.received_index = None
         return Persist(
             (DropIntake(st.round_id), EraseKey(st.round_id), SetRound(st.round_id, status=status))
         )
@@ -388,7 +389,11 @@ class TracingMix(MixRounds):
                 raise InternalError(f"a step could not be proven: {step}")
             made.append(step)
         st = self.rounds.get(token.round_id)
-        found = deliveries(st.received, [s.item for s in made]) if st is not None else {}
+        found = {}
+        if st is not None:
+            if st.received_index is None:
+                st.received_index = received_index(st.received)
+            found = deliveries(st.received, [s.item for s in made], st.received_index)
         own = tuple(
             Accusation(failure_of(s), (s,), found.get(s.item)) for s in made[: token.failures]
         )

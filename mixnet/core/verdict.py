@@ -237,7 +237,7 @@ class EntryVerdict(MixRounds):
             return self._conclude(st, blame)
         if progress.origin is None:  # once for all the round's pages
             progress.origin = ItemIndex([st.submissions.all_items()])
-        found = progress.origin.last_positions([accusation.item for accusation in accusations])
+        found = progress.origin.positions([accusation.item for accusation in accusations])
         clients, shape = st.submissions.clients(), st.submissions.shape
         for accusation in accusations:
             position = found.get(accusation.item)

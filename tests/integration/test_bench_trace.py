@@ -29,6 +29,9 @@ def test_a_small_run_excludes_every_bad_submission_in_pages(tmp_path: Path) -> N
     assert (record["accusation_cap"], record["exclude_cap"]) == (2, 12)
     assert (record["trace_pages"], record["exclude_pages"]) == (5, 3)
     assert list(record["node_cpu_seconds"]) == ["mix1", "mix2", "mix3", "analyzer"]
+    peaks = record["node_peak_rss_bytes"]
+    assert list(peaks) == list(record["node_cpu_seconds"])
+    assert all(10 * 2**20 < peak < 2**31 for peak in peaks.values())  # a Python process's
     assert record["trace_seconds"] > 0 and record["round_seconds"] >= record["trace_seconds"]
     assert "trace pages" in proc.stdout
 

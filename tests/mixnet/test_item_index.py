@@ -85,14 +85,17 @@ def test_a_large_round_is_looked_up_by_position() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(ITEMS, max_size=6), max_size=5), st.lists(ITEMS, max_size=8))
-def test_item_index_finds_each_items_last_position(
+def test_item_index_finds_each_items_last_or_first_position(
     parts: list[list[bytes]], wanted: list[bytes]
 ) -> None:
     flat = [item for part in parts for item in part]
     index = ItemIndex([Items.of(part, width=3) if i % 2 else part for i, part in enumerate(parts)])
     assert len(index) == len(flat)
     expected = {item: position for position, item in enumerate(flat) if item in set(wanted)}
-    assert index.last_positions(wanted) == expected
+    assert index.positions(wanted) == expected
+    first = {item: position for position, item in reversed(list(enumerate(flat)))
+             if item in set(wanted)}  # fmt: skip
+    assert index.positions(wanted, last=False) == first
     for position in expected.values():
         part, offset = index.locate(position)
         assert parts[part][offset] == flat[position]
