@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mixnet.core import item_index
 from mixnet.core.item_index import ItemIndex, PairIndex
 from mixnet.core.items import Items
 from mixnet.errors import InternalError
@@ -99,3 +101,27 @@ def test_item_index_finds_each_items_last_or_first_position(
     for position in expected.values():
         part, offset = index.locate(position)
         assert parts[part][offset] == flat[position]
+
+
+def test_items_whose_keys_collide_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every item in one bucket (as if all their hashes' top bits were equal): each is still
+    found by comparing the candidates whole."""
+    monkeypatch.setattr(item_index, "_keys", lambda items, count: np.zeros(count, np.int32))
+    parts = [[b"a", b"b", b"a"], [b"c", b"b"]]
+    index = ItemIndex(parts)
+    assert index.positions([b"a", b"b", b"c", b"d"]) == {b"a": 2, b"b": 4, b"c": 3}
+    assert index.positions([b"a", b"b"], last=False) == {b"a": 0, b"b": 1}
+    pairs = PairIndex({0: (b"i1", b"i2")}, {0: (b"o1", b"o2")})
+    assert pairs.inputs_of([b"o2"]) == {b"o2": b"i2"}
+    assert pairs.outputs_of([b"i1", b"x"]) == {b"i1": b"o1"}
+
+
+def test_the_index_keeps_eight_bytes_an_item_per_side_built() -> None:
+    inputs = {0: Items.of([i.to_bytes(4, "big") for i in range(1000)])}
+    outputs = {0: Items.of([b"o" + bytes(item) for item in inputs[0]])}
+    index = PairIndex(inputs, outputs)
+    assert index.nbytes == 0
+    index.inputs_of([b"x"])
+    assert 8000 <= index.nbytes <= 8100  # keys and positions, and the parts' ends
+    index.outputs_of([b"x"])
+    assert 16000 <= index.nbytes <= 16200
