@@ -1683,6 +1683,17 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
             "exclude", m1, m2, "request", to_wire(Exclude(ROUND, tuple(mallory_hop1), 1))
         ),
         frame_vector("excluded", m2, m1, "reply", to_wire(Excluded(ROUND))),
+        # a verdict in pages (§ 6.3): page 1 asked, a page that promises more, and the first
+        # of two exclude pages (the fields are left out of single-page frames, as above)
+        frame_vector("trace (page 1)", m1, m2, "request", to_wire(Trace(ROUND, 1))),
+        frame_vector(
+            "accused (a page, more follow)", m2, m1, "reply",
+            to_wire(Accused(ROUND, (accusation,), more=True)),
+        ),
+        frame_vector(
+            "exclude (page 0 of 2)", m1, m2, "request",
+            to_wire(Exclude(ROUND, tuple(mallory_hop1), 2, page=0, pages=2)),
+        ),
         frame_vector(
             "batch (to the analyzer)", m3, SINK, "request",
             to_wire(Batch(ROUND, m3, 0, 1, 1, MESSAGES, tuple(delivered), excluded=1)),

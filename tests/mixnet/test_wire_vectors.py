@@ -90,9 +90,12 @@ from mixnet.errors import (
     UnsupportedVersion,
 )
 from mixnet.frames import (
+    Accused,
     Batch,
+    Exclude,
     FrameLimits,
     Submit,
+    Trace,
     parse_authenticate,
     parse_reply,
     parse_request,
@@ -1283,6 +1286,25 @@ def test_frame_bytes(vector: dict[str, Any]) -> None:
         assert accepted is None and isinstance(refused, BadLength)
     else:
         assert kind == "none"
+
+
+def test_paged_verdict_frames() -> None:
+    """§ 6.3: a page other than 0, a page that promises more, and an exclusion in pages carry
+    their page fields (single-page frames leave them out) and parse back to them."""
+    limits = limits_for("mix2")
+    trace = parse_request("trace", frame("trace (page 1)"), limits)
+    assert trace == Trace(ROUND, 1) and "page" not in frame("trace")
+    accused, single = (parse_reply(frame(name), limits)
+                       for name in ("accused (a page, more follow)", "accused"))  # fmt: skip
+    assert isinstance(accused, Accused) and isinstance(single, Accused)
+    assert accused.more and not single.more and accused.accusations == single.accusations
+    assert "more" not in frame("accused")
+    exclude, whole = (parse_request("exclude", frame(name), limits)
+                      for name in ("exclude (page 0 of 2)", "exclude"))  # fmt: skip
+    assert isinstance(exclude, Exclude) and isinstance(whole, Exclude)
+    assert (exclude.page, exclude.pages, exclude.final) == (0, 2, False)
+    assert exclude.items == whole.items and whole.final
+    assert "pages" not in frame("exclude")
 
 
 def frame(name: str) -> dict[str, Any]:
