@@ -8,11 +8,14 @@ that submitted it. A page names at most a few hundred items, but a round of 10�
 bad submissions has about a hundred pages, and a ``dict`` of every item costs over 100
 bytes per item.
 
-:class:`ItemIndex` sorts a sequence of items once by their Python hashes (keyed per process
-by ``PYTHONHASHSEED``'s random default, so no client can make its items share a bucket) and
-finds a page's items in O(k log n), at 8 bytes per item (the top 32 bits of the hash and an
-``int32`` position). :class:`PairIndex` is a mix's (input, output) pairs indexed both ways,
-each side on first use.
+:class:`ItemIndex` sorts a sequence of items once by their Python hashes and finds a page's
+items in O(k log n), at 8 bytes per item (the top 32 bits of the hash and an ``int32``
+position). Items whose keys are equal are compared whole, so a collision costs time, never a
+wrong answer. Python keys its hash of ``bytes`` with a random secret per process, so no
+client can aim its items at one key; a node run with ``PYTHONHASHSEED`` set gives up that
+secret, and a client then pays about 2³² hashes per item it adds to a key.
+
+:class:`PairIndex` is a mix's (input, output) pairs indexed both ways, each side on first use.
 """
 
 from __future__ import annotations
