@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Benchmark: a round with many bad submissions, through a real local chain of node processes.
 
-``--users`` honest users submit values; ``--bad`` more submit boxes whose first
-``--bad-shares`` shares (default: all) are not reduced mod N, so the last mix's validator
-refuses them. The chain (``--mixes`` mix processes and the analyzer,
+``--users`` honest users submit values (wrapped on every core by
+:class:`cloaknet.loadgen.LoadGenerator`, then sent 64 to a ``submit-many`` frame); ``--bad``
+more submit boxes whose first ``--bad-shares`` shares (default: all) are not reduced mod N,
+so the last mix's validator refuses them. The chain (``--mixes`` mix processes and the analyzer,
 :func:`cloaknet.process_chain.process_chain`) traces every refused payload back to its
 submission and excludes it (``docs/protocol.md``, "Trace and exclude"); when one ``accused``
 reply or one ``exclude`` frame is not enough, the verdict goes in pages. The round must end
@@ -52,6 +53,7 @@ from rich.table import Table
 
 from cloaknet.client import ChainClient
 from cloaknet.encoding import encode_share, quantize
+from cloaknet.loadgen import LoadGenerator
 from cloaknet.params import CloakParams
 from cloaknet.process_chain import ProcessChain, process_chain
 from cloaknet.protocol_table import protocol_section
@@ -181,10 +183,13 @@ async def drive(args: argparse.Namespace, running: ProcessChain, params: CloakPa
     async with ChainClient(running.chain(), connections=8, retry_for=args.timeout) as client:
         info = await client.mixnet.current_round()
         wrap_bad = await submit_bad(client, params, args.bad, args.bad_shares, args.timeout)
-        receipts = await client.submit_many(values, concurrency=64)
-        rounds = sorted({r.round for r in receipts})
-        if rounds != [info.round_id]:
-            raise RuntimeError(f"the users landed in rounds {rounds}, not {info.round_id}")
+        # the honest users wrapped on every core, then sent 64 to a frame
+        async with LoadGenerator(running.chain(), per_frame=64,
+                                 retry_for=args.timeout) as load:  # fmt: skip
+            report = await load.run(values)
+        if report.round_id != info.round_id:
+            raise RuntimeError(f"the users landed in round {report.round_id}, "
+                               f"not {info.round_id}")  # fmt: skip
         pids = running.pids
         cpu0 = {name: tree_cpu_seconds(pids[name]) for name in running.names}  # chain order
         for name in running.names:
