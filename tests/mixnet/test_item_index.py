@@ -86,10 +86,22 @@ def test_a_large_round_is_looked_up_by_position() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(ITEMS, max_size=6), max_size=5), st.lists(ITEMS, max_size=8))
+@given(
+    st.lists(st.lists(ITEMS, max_size=6), max_size=5),
+    st.lists(ITEMS, max_size=8),
+    st.sampled_from([item_index.PACKED_SORT_LIMIT, 0]),  # 0: the stable argsort instead
+)
 def test_item_index_finds_each_items_last_or_first_position(
-    parts: list[list[bytes]], wanted: list[bytes]
+    parts: list[list[bytes]], wanted: list[bytes], limit: int
 ) -> None:
+    item_index.PACKED_SORT_LIMIT = limit  # restored below (hypothesis runs it many times)
+    try:
+        _check_positions(parts, wanted)
+    finally:
+        item_index.PACKED_SORT_LIMIT = 2**31
+
+
+def _check_positions(parts: list[list[bytes]], wanted: list[bytes]) -> None:
     flat = [item for part in parts for item in part]
     index = ItemIndex([Items.of(part, width=3) if i % 2 else part for i, part in enumerate(parts)])
     assert len(index) == len(flat)
@@ -104,9 +116,9 @@ def test_item_index_finds_each_items_last_or_first_position(
 
 
 def test_items_whose_keys_collide_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every item in one bucket (as if all their hashes' top bits were equal): each is still
-    found by comparing the candidates whole."""
-    monkeypatch.setattr(item_index, "_keys", lambda items, count: np.zeros(count, np.int32))
+    """Every item in one bucket (as if all their keys were equal): each is still found by
+    comparing the candidates whole."""
+    monkeypatch.setattr(item_index._Keys, "of", lambda self, part: np.zeros(len(part), np.int32))
     parts = [[b"a", b"b", b"a"], [b"c", b"b"]]
     index = ItemIndex(parts)
     assert index.positions([b"a", b"b", b"c", b"d"]) == {b"a": 2, b"b": 4, b"c": 3}
@@ -125,3 +137,34 @@ def test_the_index_keeps_eight_bytes_an_item_per_side_built() -> None:
     assert 8000 <= index.nbytes <= 8100  # keys and positions, and the parts' ends
     index.outputs_of([b"x"])
     assert 16000 <= index.nbytes <= 16200
+
+
+def _reference_key(keys: item_index._Keys, item: bytes) -> int:
+    """The key as docs state it, in Python integers: (Σ aᵢ·wᵢ + a₀·len) mod 2⁶⁴ >> 32."""
+    mult = [int(a) for a in keys._mult]
+    padded = item + bytes(-len(item) % 8)
+    words = [int.from_bytes(padded[i : i + 8], "little") for i in range(0, len(padded), 8)]
+    total = sum(a * w for a, w in zip(mult, words, strict=False)) + mult[keys.words] * len(item)
+    top = (total % 2**64) >> 32
+    return top - 2**32 if top >= 2**31 else top  # as int32
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 40), st.lists(st.binary(min_size=0, max_size=40), max_size=6))
+def test_the_key_is_the_multilinear_hash_whatever_holds_the_items(
+    width: int, extra: list[bytes]
+) -> None:
+    keys = item_index._Keys(words=5)
+    rows = [bytes([(7 * i + j) % 256 for j in range(width)]) for i in range(4)]
+    expected = [_reference_key(keys, row) for row in rows]
+    assert keys.of(Items.of(rows, width=width)).tolist() == expected  # numpy, wrapping
+    assert keys.of(tuple(rows)).tolist() == expected  # bytes of one length
+    mixed = rows + extra  # bytes of several lengths, grouped by length
+    assert keys.of(mixed).tolist() == expected + [_reference_key(keys, e) for e in extra]
+
+
+def test_items_longer_than_any_indexed_are_not_found() -> None:
+    index = ItemIndex([Items.of([b"abcd", b"efgh"]), (b"ij",)])
+    assert index.positions([b"abcdefghijkl", b"abcd", b"ij", b""]) == {b"abcd": 0, b"ij": 2}
+    empty = ItemIndex([(b"", b"")])
+    assert empty.positions([b"", b"x"]) == {b"": 1}
