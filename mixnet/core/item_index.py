@@ -96,7 +96,8 @@ def _longest(part: Sequence[bytes]) -> int:
 
 class ItemIndex:
     """The items of ``parts`` taken as one sequence (positions 0, 1, …, part after part),
-    sorted by hash. Holds ``parts`` (no copy); they must not change while it is used."""
+    sorted by key (:class:`_Keys`, its multipliers drawn for this index). Holds ``parts`` (no
+    copy); they must not change while it is used."""
 
     def __init__(self, parts: Sequence[Sequence[bytes]]) -> None:
         self._parts = list(parts)
