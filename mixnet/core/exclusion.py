@@ -160,12 +160,7 @@ class ExcludingMix(TracingMix):
         st.outbound = outbound
         st.clients = clients
         st.acked.clear()
-        st.chunk_payloads.clear()
-        st.chunk_inputs.clear()
-        st.chunk_failed.clear()
-        st.duplicates.clear()
-        st.received.clear()
-        st.own_accused = st.exclusion = st.pair_index = st.received_index = None
+        st.drop_held()
         writes += [
             DropIntake(r),
             EraseKey(r),

@@ -153,6 +153,17 @@ class RoundState:
     #: entry mix: its progress through the round's verdict (memory only)
     entry_trace: EntryTrace = field(default_factory=EntryTrace)
 
+    def drop_held(self) -> None:
+        """Forget what a mix after the entry holds for the round's trace (its intake, the
+        trace's pages and indexes): the round's trace is over here, or the round ended."""
+        self.chunk_payloads.clear()
+        self.chunk_inputs.clear()
+        self.chunk_failed.clear()
+        self.duplicates.clear()
+        self.received.clear()
+        self.own_accused = self.exclusion = None
+        self.pair_index = self.received_index = None
+
 
 #: Ids of pruned rounds a machine remembers (to refuse them with a typed error; an older one
 #: reopened by the predecessor meets the store's refusal instead).
@@ -386,12 +397,7 @@ class MixRounds:
         st.entry = st.batch = None
         st.submissions.clear()
         st.pending.clear()
-        st.chunk_payloads.clear()
-        st.chunk_inputs.clear()
-        st.chunk_failed.clear()
-        st.duplicates.clear()
-        st.received.clear()
-        st.pair_index = st.received_index = None
+        st.drop_held()
         st.payload_digests.clear()
         return Persist(
             (

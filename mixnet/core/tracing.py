@@ -201,12 +201,7 @@ class TracingMix(MixRounds):
     def _finish(self, st: RoundState, status: RoundStatus) -> Persist:
         """Erase the intake and the key: the trace is over here."""
         self._move(st, status)
-        st.chunk_payloads.clear()
-        st.chunk_inputs.clear()
-        st.chunk_failed.clear()
-        st.duplicates.clear()
-        st.received.clear()
-        st.own_accused = st.exclusion = st.pair_index = st.received_index = None
+        st.drop_held()
         return Persist(
             (DropIntake(st.round_id), EraseKey(st.round_id), SetRound(st.round_id, status=status))
         )
