@@ -155,8 +155,9 @@ class ItemIndex:
 
 class PairIndex:
     """The pairs ``zip(inputs[i], outputs[i])`` over the chunk indices ``i`` of ``outputs``
-    in ascending order (a chunk missing from ``inputs`` has no pairs), as a mix's trace sees
-    them (:meth:`~mixnet.core.tracing.TracingMix._pairs`), looked up from either side.
+    in ascending order (a chunk missing from ``inputs`` has no pairs), as a mix holds them
+    for its trace (``RoundState.chunk_inputs`` and ``chunk_payloads``), looked up from
+    either side.
 
     Holds the sequences it is given (no copy); they must not change while it is used.
 

@@ -28,7 +28,7 @@ for them (``mixnet.blame``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
@@ -120,23 +120,11 @@ class TracingMix(MixRounds):
         return st
 
     @staticmethod
-    def _pairs(st: RoundState) -> Iterator[tuple[bytes, bytes]]:
-        """(input, output) of every item kept, in chunk order (generated: a round's worth
-        of pairs is never held at once). Only once the inputs are read back
-        (:meth:`_needs_intake`).
-
-        :raises InternalError: they are not.
-        """
-        if not st.intake_loaded:
-            raise InternalError(f"round {st.round_id}'s inputs are not read back")
-        for index in sorted(st.chunk_payloads):
-            inputs = st.chunk_inputs.get(index, ())
-            yield from zip(inputs, st.chunk_payloads[index], strict=True)
-
-    @staticmethod
     def _index(st: RoundState) -> PairIndex:
-        """:meth:`_pairs` indexed both ways (built on first use, kept until the intake is
-        erased): a page's lookups without a scan of the round.
+        """The round's (input, output) pairs — ``chunk_inputs`` beside ``chunk_payloads``, in
+        chunk order — indexed both ways (built on first use, kept until the intake is
+        erased): a page's lookups without a scan of the round. Only once the inputs are read
+        back (:meth:`_needs_intake`).
 
         :raises InternalError: the inputs are not read back.
         """
@@ -266,11 +254,16 @@ class TracingMix(MixRounds):
         groups: dict[bytes, list[bytes]] = {}
         refused: list[bytes] = []
         if st.duplicates or last:
-            for item, output in self._pairs(st):
-                if output in st.duplicates:
-                    groups.setdefault(bytes(output), []).append(item)
-                elif last and not self.validator(output):
-                    refused.append(item)
+            for index in sorted(st.chunk_payloads):
+                outputs = st.chunk_payloads[index]
+                if not st.duplicates and all_valid(self.validator, outputs):
+                    continue  # the usual chunk: nothing to accuse (one vectorized check)
+                inputs = st.chunk_inputs.get(index, ())
+                for item, output in zip(inputs, outputs, strict=True):
+                    if output in st.duplicates:
+                        groups.setdefault(bytes(output), []).append(item)
+                    elif last and not self.validator(output):
+                        refused.append(item)
         if last:
             st.all_valid = not refused
         cap = accusation_cap(self.chunk_size, self.hop + 1)
