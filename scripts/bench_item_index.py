@@ -110,10 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=100,
                         help="bytes per input onion (100: mix 2's with the defaults)")
     parser.add_argument("--page", type=int, default=accusation_cap(4096, 3),
-                        help="accused outputs per page (the last mix's cap: 682)")
-    parser.add_argument("--chunk-size", type=int, default=4096)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=None, metavar="FILE")
+                        help="accused outputs looked up (682: one page at the last mix's "
+                             "cap with the defaults)")
+    parser.add_argument("--chunk-size", type=int, default=4096,
+                        help="items per chunk, as the relay holds them (4096: the default)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="timings of each measurement; the fastest is kept (3)")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE",
+                        help="also write the record here as JSON")
     args = parser.parse_args(argv)
     for name in ("items", "page", "chunk_size", "repeat"):
         if getattr(args, name) < 1:
