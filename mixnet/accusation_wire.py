@@ -6,7 +6,9 @@ delivery?: {sender, chunk, count, position, path: [bin 32, ...], signature}}``
 (``secret`` and ``proof`` are empty in the last step of a ``no-owner`` accusation);
 :func:`accusation_to_wire` writes one and :func:`parse_accusations` reads a list of them,
 checking every type and length before anything else looks at them. The evidence itself is
-checked by :func:`mixnet.blame.verify_accusation`.
+checked by :func:`mixnet.blame.verify_accusation`. A blame's ``evidence_proof`` is the map
+``{count, position, path: [bin 32, ...], signature}`` (:class:`~mixnet.trace_signature.
+PageProof`): :func:`page_proof_to_wire` and :func:`parse_page_proof`.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
 from mixnet.chunk_signature import MAX_PATH, SIGNATURE_LENGTH, Delivery
 from mixnet.dleq import PROOF_LENGTH
 from mixnet.errors import BadLength, MalformedFrame
+from mixnet.trace_signature import PageProof
 from mixnet.wire import MAX_NAME_LENGTH, get_bytes, get_bytes_list, get_int, get_str
 
-__all__ = ["accusation_to_wire", "parse_accusations"]
+__all__ = ["accusation_to_wire", "page_proof_to_wire", "parse_accusations", "parse_page_proof"]
+
+#: Most accusations a signed page may claim to hold (a page holds at most a chunk's worth).
+MAX_PAGE_COUNT = (1 << 16) - 1
 
 
 _FAILURES = {f.value: f for f in Failure}
@@ -100,3 +106,31 @@ def parse_accusations(
     if len(raw) > max_count:
         raise MalformedFrame(f"field 'accusations' has more than {max_count} items")
     return tuple(_parse_accusation(entry, max_steps, max_item_length) for entry in raw)
+
+
+def page_proof_to_wire(proof: PageProof) -> dict[str, object]:
+    """The msgpack map of a blame's ``evidence_proof``."""
+    return {
+        "count": proof.count,
+        "position": proof.position,
+        "path": list(proof.path),
+        "signature": proof.signature,
+    }
+
+
+def parse_page_proof(raw: object) -> PageProof:
+    """Read a blame's ``evidence_proof`` map: ``count`` 1 to 65,535, ``position`` below it,
+    at most :data:`~mixnet.chunk_signature.MAX_PATH` 32-byte path hashes and a 64-byte
+    signature.
+
+    :raises MalformedFrame, BadLength: a type, count or length is wrong.
+    """
+    if not isinstance(raw, dict):
+        raise MalformedFrame("field 'evidence_proof' must be a map")
+    count = get_int(raw, "count", min_value=1, max_value=MAX_PAGE_COUNT)
+    return PageProof(
+        count=count,
+        position=get_int(raw, "position", min_value=0, max_value=count - 1),
+        path=tuple(get_bytes_list(raw, "path", item_length=32, max_count=MAX_PATH)),
+        signature=get_bytes(raw, "signature", length=SIGNATURE_LENGTH),
+    )

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mixnet.accusation_wire import accusation_to_wire, parse_accusations
+from mixnet.accusation_wire import (
+    accusation_to_wire,
+    page_proof_to_wire,
+    parse_accusations,
+    parse_page_proof,
+)
 from mixnet.admission import CREDENTIAL_LENGTH, TOKEN_LENGTH
 from mixnet.announcement_wire import (
     announcement_frame,
@@ -22,6 +27,7 @@ from mixnet.announcement_wire import (
 from mixnet.blame import Accusation
 from mixnet.errors import MalformedFrame, UnexpectedFrameType
 from mixnet.keys import SIGNATURE_LENGTH, RoundKeyAnnouncement
+from mixnet.trace_signature import PageProof
 from mixnet.wire import (
     MAX_NAME_LENGTH,
     ROUND_ID_MAX,
@@ -197,11 +203,13 @@ class Trace:
 class Accused:
     """successor → mix: evidence against items of the mix's output (``accusations``, each
     about an input of the successor), ``untraced`` items dropped further down without
-    evidence, and ``blame``: the name of a mix that could not back its accusations (then the
-    round aborts), or empty; ``evidence`` is the accusation that mix made and its
-    predecessor refused (anyone can judge it: :func:`mixnet.core.deliveries.judge`).
-    ``more``: this is one page of the accusations and the next page (``Trace.page + 1``)
-    may hold more."""
+    evidence, and ``blame``: the name of the mix a blame names (then the round aborts), or
+    empty; ``evidence`` is the accusation a mix made and its predecessor refused (anyone can
+    judge it: :func:`mixnet.core.deliveries.judge`), ``proof`` shows it on a page its
+    accuser signed and ``refusal`` is the refuser's signature over it
+    (:mod:`mixnet.trace_signature`). ``signature`` is the sender's over the page of
+    ``accusations``. ``more``: this is one page of the accusations and the next page
+    (``Trace.page + 1``) may hold more."""
 
     round_id: int
     accusations: tuple[Accusation, ...] = ()
@@ -209,6 +217,9 @@ class Accused:
     blame: str = ""
     evidence: Accusation | None = None
     more: bool = False
+    signature: bytes | None = None
+    proof: PageProof | None = None
+    refusal: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -369,6 +380,12 @@ def to_wire(frame: Frame) -> dict[str, object]:
             }
             if frame.evidence is not None:
                 accused["evidence"] = accusation_to_wire(frame.evidence)
+            if frame.proof is not None:
+                accused["evidence_proof"] = page_proof_to_wire(frame.proof)
+            if frame.refusal is not None:
+                accused["refusal"] = frame.refusal
+            if frame.signature is not None:
+                accused["signature"] = frame.signature
             if frame.more:
                 accused["more"] = True
             return accused
@@ -561,6 +578,7 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
         evidence = None
         if "evidence" in frame:
             (evidence,) = parse_accusations([frame["evidence"]], max_count=1, **shape)
+        proof = parse_page_proof(frame["evidence_proof"]) if "evidence_proof" in frame else None
         return Accused(
             round_id=_round(frame),
             accusations=parse_accusations(  # at most accusation_cap: <= max(2, chunk)
@@ -570,6 +588,9 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
             blame=get_str(frame, "blame", max_length=MAX_NAME_LENGTH),
             evidence=evidence,
             more=get_bool(frame, "more") if "more" in frame else False,
+            signature=_optional_bytes(frame, "signature", SIGNATURE_LENGTH),
+            proof=proof,
+            refusal=_optional_bytes(frame, "refusal", SIGNATURE_LENGTH),
         )
     if kind == "excluded":
         return Excluded(_round(frame))

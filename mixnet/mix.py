@@ -166,7 +166,8 @@ class MixNode(BaseNode):
         return RoundKey(bytes(key), announcement)
 
     def _signing(self) -> ChunkSigning:
-        """Signing this mix's outbound chunks with its identity, and checking others'.
+        """Signing this mix's outbound chunks and trace pages with its identity, and checking
+        others'.
 
         The last mix signs nothing: its chunks go to the sink, which checks no signature and
         is never accused, so a signature there would prove nothing to anyone (about 0.35 s of
@@ -178,9 +179,12 @@ class MixNode(BaseNode):
             return sign_chunk(identity, chain_id=s.chain_id, round_id=round_id,
                               sender=s.name, index=index, items=items)  # fmt: skip
 
+        def sign_message(message: bytes) -> bytes:
+            return bytes(identity.sign(message).signature)
+
         names = tuple(name for name, _ in s.mix_identities)
         signer = sign if s.hop < s.hops - 1 else None
-        return ChunkSigning(s.chain_id, names, dict(s.mix_identities), signer)
+        return ChunkSigning(s.chain_id, names, dict(s.mix_identities), signer, sign_message)
 
     def _machine_args(self) -> dict[str, Any]:
         """What the machine of this node is built with, fresh or restored."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from nacl.signing import VerifyKey
 
+from mixnet.accusation_wire import MAX_PAGE_COUNT
 from mixnet.admission import Admission
 from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
 from mixnet.chain import ChainConfig, ChainConfigError
@@ -26,7 +27,8 @@ from mixnet.limits import DEFAULT_LIMITS, Limits
 from mixnet.onion import onion_length, submission_length
 from mixnet.submit_many import SUBMISSION_WIRE_SLACK
 from mixnet.tls import TlsConfig
-from mixnet.wire import encode_frame
+from mixnet.trace_signature import PageProof
+from mixnet.wire import MAX_NAME_LENGTH, encode_frame
 
 __all__ = ["FRAME_SLACK", "NodeSettings", "node_settings"]
 
@@ -116,11 +118,13 @@ class NodeSettings:
 
     def accused_reply_length(self) -> int:
         """Bytes of the longest ``accused`` reply an honest successor mix sends this node (0
-        when the successor is the sink): as many accusations as it may name
-        (:func:`~mixnet.core.trace_caps.accusation_cap` at its hop), each with a step at every
-        hop from the successor's to the last mix's (that hop's item, a revealed secret and
-        its proof) and a delivery by this node (a signature and an audit path in a chunk),
-        and one more for a blame's evidence; encoded, with the widest integers."""
+        when the successor is the sink), encoded, with the widest integers: a page of as many
+        accusations as it may name (:func:`~mixnet.core.trace_caps.accusation_cap` at its
+        hop), each with a step at every hop from the successor's to the last mix's (that
+        hop's item, a revealed secret and its proof) and a delivery by this node (a
+        signature and an audit path in a chunk), with the page's signature; or a blame: one
+        such accusation as evidence, its proof on a page (an audit path as long as a page's)
+        and a refusal."""
         first = self.hop + 1
         if self.hop >= self.hops or first >= self.hops:
             return 0
@@ -130,16 +134,23 @@ class NodeSettings:
         )
         widest = (1 << 32) - 1  # chunk index and count are signed as u32
         path = (bytes(32),) * (self.policy.chunk_size - 1).bit_length()
-        delivery = Delivery(self.name, widest, widest, widest - 1, path, bytes(SIGNATURE_LENGTH))
+        signature = bytes(SIGNATURE_LENGTH)
+        delivery = Delivery(self.name, widest, widest, widest - 1, path, signature)
         failure = max(Failure, key=lambda f: len(f.value))
         one = Accusation(failure, steps, delivery)
+        cap = accusation_cap(self.policy.chunk_size, first + 1)
 
         def length(count: int) -> int:
-            return len(encode_frame(to_wire(Accused(widest, (one,) * count, widest))))
+            page = Accused(widest, (one,) * count, widest, signature=signature)
+            return len(encode_frame(to_wire(page)))
 
         each = length(2) - length(1)
-        cap = accusation_cap(self.policy.chunk_size, first + 1)
-        return length(1) + cap * each
+        on_page = PageProof(MAX_PAGE_COUNT, MAX_PAGE_COUNT - 1, path, signature)
+        blame = Accused(
+            widest, untraced=widest, blame="m" * MAX_NAME_LENGTH, evidence=one,
+            proof=on_page, refusal=signature,
+        )  # fmt: skip
+        return max(length(1) + (cap - 1) * each, len(encode_frame(to_wire(blame))))
 
     def _item_length_at(self, hop: int) -> int:
         """Length of the onions mix ``hop`` (after the entry mix) receives."""

@@ -65,7 +65,7 @@ from cloaknet.protocol_table import read_protocol_table
 from cloaknet.protocols import CloakProtocol
 from cloaknet.validator import payload_validator
 from mixnet import ownership
-from mixnet.accusation_wire import accusation_to_wire
+from mixnet.accusation_wire import accusation_to_wire, page_proof_to_wire
 from mixnet.admission import (
     credential_client_id,
     issue_token,
@@ -143,6 +143,13 @@ from mixnet.onion import (
 )
 from mixnet.ownership import ciphertext_digest, new_ephemeral, prove_ownership, verify_ownership
 from mixnet.submit_many import receipts_frame, submit_many_frame
+from mixnet.trace_signature import (
+    PageProof,
+    accusation_bytes,
+    page_proof,
+    sign_page,
+    sign_refusal,
+)
 from mixnet.wire import WIRE_VERSION, encode_frame, error_frame
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "mixnet" / "wire_vectors.json"
@@ -1039,12 +1046,78 @@ def delivery_vector(chunk: Mapping[str, Any], position: int) -> dict[str, Any]:
     }
 
 
-def blame_reason(named: str, accuser: str) -> str:
-    """The abort reason the reference entry mix writes for a judged blame
-    (``mixnet/core/verdict.py``; informational, docs/wire.md § 13.4)."""
-    if named == accuser:
-        return f"mix {named} could not back its accusations"
-    return f"mix {named} sent a provably bad item it had signed and would not trace it"
+def spec_accusation_bytes(wire: Mapping[str, Any]) -> bytes:
+    """docs/wire.md § 13.5: an accusation's canonical bytes, from its wire map."""
+    out = prefixed(wire["failure"].encode("ascii")) + struct.pack(">H", len(wire["steps"]))
+    for step in wire["steps"]:
+        out += struct.pack(">H", step["hop"])
+        out += prefixed(step["item"]) + prefixed(step["secret"]) + prefixed(step["proof"])
+    d = wire.get("delivery")
+    if d is None:
+        return out + b"\x00"
+    return (
+        out + b"\x01" + prefixed(d["sender"].encode("utf-8"))
+        + struct.pack(">III", d["chunk"], d["count"], d["position"])
+        + struct.pack(">H", len(d["path"])) + b"".join(d["path"]) + bytes(d["signature"])
+    )  # fmt: skip
+
+
+def spec_page_message(chain_id: str, round_id: int, signer: str, count: int, root: bytes) -> bytes:
+    """docs/wire.md § 13.5: the bytes a page's signature covers."""
+    return (
+        prefixed(b"mixnet/accused-page/v1") + prefixed(chain_id.encode("utf-8"))
+        + struct.pack(">Q", round_id) + prefixed(signer.encode("utf-8"))
+        + u32(count) + root
+    )  # fmt: skip
+
+
+def spec_refusal_message(chain_id: str, round_id: int, refuser: str, leaf: bytes) -> bytes:
+    """docs/wire.md § 13.5: the bytes a refusal's signature covers."""
+    return (
+        prefixed(b"mixnet/refusal/v1") + prefixed(chain_id.encode("utf-8"))
+        + struct.pack(">Q", round_id) + prefixed(refuser.encode("utf-8")) + leaf
+    )  # fmt: skip
+
+
+def signed_page(
+    mix: Mix, page: Sequence[Accusation], *, round_id: int, chain_id: str = CHAIN_ID
+) -> tuple[bytes, dict[str, Any]]:
+    """``mix``'s signature over its ``page`` of accusations, built from the specification
+    (§ 13.5) and checked against :mod:`mixnet.trace_signature`, with its vector."""
+    encoded = [spec_accusation_bytes(accusation_to_wire(a)) for a in page]
+    assert encoded == [accusation_bytes(a) for a in page]
+    root = spec_tree_root([spec_leaf(e) for e in encoded])
+    message = spec_page_message(chain_id, round_id, mix.name, len(page), root)
+    signature = bytes(mix.identity.sign(message).signature)
+    sign = message_signer(mix)
+    assert sign_page(sign, page, chain_id=chain_id, round_id=round_id, signer=mix.name) == signature
+    vector = {
+        "signer": mix.name,
+        "accusation_bytes": [e.hex() for e in encoded],
+        "root": root.hex(),
+        "signed_bytes": message.hex(),
+        "signature": signature.hex(),
+    }
+    return signature, vector
+
+
+def signed_refusal(
+    mix: Mix, accusation: Accusation, *, round_id: int
+) -> tuple[bytes, dict[str, Any]]:
+    """``mix``'s signature over its refusal of ``accusation`` (§ 13.5), checked against
+    :mod:`mixnet.trace_signature`, with its vector."""
+    leaf = spec_leaf(spec_accusation_bytes(accusation_to_wire(accusation)))
+    message = spec_refusal_message(CHAIN_ID, round_id, mix.name, leaf)
+    signature = bytes(mix.identity.sign(message).signature)
+    made = sign_refusal(message_signer(mix), accusation, chain_id=CHAIN_ID, round_id=round_id,
+                        refuser=mix.name)  # fmt: skip
+    assert made == signature
+    return signature, {"refuser": mix.name, "leaf": leaf.hex(), "signed_bytes": message.hex(),
+                       "signature": signature.hex()}  # fmt: skip
+
+
+def message_signer(mix: Mix) -> Any:
+    return lambda message: bytes(mix.identity.sign(message).signature)
 
 
 def build_blame(
@@ -1104,7 +1177,8 @@ def build_blame(
     assert holds(evidence)
     assert delivered_by(evidence, m2, identities[m2], chain_id=CHAIN_ID, round_id=round_id)
 
-    # the same evidence, judged with other deliveries or altered
+    # the same evidence, judged with other deliveries or altered: each as its accuser signed
+    # it on a page and its refuser signed the refusal, so that the judge reaches the evidence
     tampered_proof = bytearray(step.proof)
     tampered_proof[40] ^= 1
     cases: list[tuple[str, Accusation]] = [
@@ -1118,26 +1192,45 @@ def build_blame(
             Accusation(evidence.failure, (replace(step, proof=bytes(tampered_proof)),), delivery),
         ),
     ]
-    judgements: list[dict[str, Any]] = []
+    judged: list[tuple[str, Accusation, PageProof | None, bytes | None]] = []
     for name, accusation in cases:
-        accuser, blamer = MIXES[accusation.hop], MIXES[accusation.hop - 1]
+        page_signature, _ = signed_page(mixes[2], [accusation], round_id=round_id)
+        refusal, _ = signed_refusal(mixes[1], accusation, round_id=round_id)
+        judged.append((name, accusation, page_proof([accusation], 0, page_signature), refusal))
+    page_signature, page_vector = signed_page(mixes[2], [evidence], round_id=round_id)
+    refusal, refusal_vector = signed_refusal(mixes[1], evidence, round_id=round_id)
+    on_page = page_proof([evidence], 0, page_signature)
+    by_mix2, _ = signed_page(mixes[1], [evidence], round_id=round_id)
+    judged += [
+        ("the refusal is not signed", evidence, on_page, None),
+        ("the refusal is mix3's signature, not mix2's", evidence, on_page,
+         signed_refusal(mixes[2], evidence, round_id=round_id)[0]),
+        ("the page is not signed", evidence, None, refusal),
+        ("the page is signed by mix2, not mix3", evidence, page_proof([evidence], 0, by_mix2),
+         refusal),
+    ]  # fmt: skip
+    judgements: list[dict[str, Any]] = []
+    for name, accusation, proof, refused in judged:
+        blamer = MIXES[accusation.hop - 1]
         held = holds(accusation)
         signed = delivered_by(
             accusation, blamer, identities[blamer], chain_id=CHAIN_ID, round_id=round_id
         )
-        named = judge(accusation, held, signing, round_id)
-        assert named == (blamer if held and signed else accuser)
+        verdict = judge(accusation, held, signing, round_id, proof=proof, refusal=refused,
+                        reporter=blamer)  # fmt: skip
         judgements.append(
             {
                 "case": name,
                 "evidence": jsonable(accusation_to_wire(accusation)),
+                "evidence_proof": None if proof is None else jsonable(page_proof_to_wire(proof)),
+                "refusal": None if refused is None else refused.hex(),
                 "holds": held,
                 "delivered_by_blamer": signed,
-                "named": named,
-                "reason": blame_reason(named, accuser),
+                "named": verdict.name,
+                "reason": verdict.reason,
             }
         )
-    assert [j["named"] for j in judgements] == [m2, m3, m3, m3, m3, m3]
+    assert [j["named"] for j in judgements] == [m2, m3, m3, m3, m3, m3, m2, m2, m2, m2]
     reason = judgements[0]["reason"]
 
     frames = [
@@ -1147,11 +1240,13 @@ def build_blame(
                           signature=bytes.fromhex(chunk["signature"]))),
         ),
         frame_vector(
-            "accused (mix3 to mix2)", m3, m2, "reply", to_wire(Accused(round_id, (evidence,)))
+            "accused (mix3 to mix2)", m3, m2, "reply",
+            to_wire(Accused(round_id, (evidence,), signature=page_signature)),
         ),
         frame_vector(
             "accused (mix2 to mix1)", m2, m1, "reply",
-            to_wire(Accused(round_id, blame=m3, evidence=evidence)),
+            to_wire(Accused(round_id, blame=m3, evidence=evidence, proof=on_page,
+                            refusal=refusal)),
         ),
         frame_vector(
             "exclude (mix1 to mix2)", m1, m2, "request",
@@ -1169,6 +1264,8 @@ def build_blame(
         "position": position,
         "step": step_vector,
         "delivery": delivery_vector(chunk, position),
+        "page": page_vector,
+        "refusal": refusal_vector,
         "judgements": judgements,
         "frames": frames,
     }
@@ -1374,13 +1471,18 @@ def build_proven(
             raise AssertionError(f"a false {wrong.failure.value} accusation was accepted")
 
     m1, m2, m3 = MIXES
+    by_mix3 = (own_no_owner,)
+    by_mix2 = (undecryptable_accusation, no_owner_accusation)
     frames = [
         frame_vector(
-            "accused (mix3 to mix2)", m3, m2, "reply", to_wire(Accused(round_id, (own_no_owner,)))
+            "accused (mix3 to mix2)", m3, m2, "reply",
+            to_wire(Accused(round_id, by_mix3, signature=signed_page(
+                mixes[2], by_mix3, round_id=round_id, chain_id=chain_id)[0])),
         ),
         frame_vector(
             "accused (mix2 to mix1)", m2, m1, "reply",
-            to_wire(Accused(round_id, (undecryptable_accusation, no_owner_accusation))),
+            to_wire(Accused(round_id, by_mix2, signature=signed_page(
+                mixes[1], by_mix2, round_id=round_id, chain_id=chain_id)[0])),
         ),
         frame_vector(
             "exclude (mix1 to mix2)", m1, m2, "request",
@@ -1676,9 +1778,15 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
         ),
         frame_vector("trace", m1, m2, "request", to_wire(Trace(ROUND))),
         frame_vector(
-            "accused (mix3 to mix2)", m3, m2, "reply", to_wire(Accused(ROUND, (last_only,)))
+            "accused (mix3 to mix2)", m3, m2, "reply",
+            to_wire(Accused(ROUND, (last_only,),
+                            signature=signed_page(mixes[2], (last_only,), round_id=ROUND)[0])),
         ),
-        frame_vector("accused", m2, m1, "reply", to_wire(Accused(ROUND, (accusation,)))),
+        frame_vector(
+            "accused", m2, m1, "reply",
+            to_wire(Accused(ROUND, (accusation,),
+                            signature=signed_page(mixes[1], (accusation,), round_id=ROUND)[0])),
+        ),
         frame_vector(
             "exclude", m1, m2, "request", to_wire(Exclude(ROUND, tuple(mallory_hop1), 1))
         ),
@@ -1688,7 +1796,8 @@ def build(previous: Mapping[str, Any] | None, *, fresh_proofs: bool) -> dict[str
         frame_vector("trace (page 1)", m1, m2, "request", to_wire(Trace(ROUND, 1))),
         frame_vector(
             "accused (a page, more follow)", m2, m1, "reply",
-            to_wire(Accused(ROUND, (accusation,), more=True)),
+            to_wire(Accused(ROUND, (accusation,), more=True,
+                            signature=signed_page(mixes[1], (accusation,), round_id=ROUND)[0])),
         ),
         frame_vector(
             "exclude (page 0 of 2)", m1, m2, "request",

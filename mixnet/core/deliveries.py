@@ -8,7 +8,9 @@ shows what it received before). An accusation it
 makes or extends about one of its inputs then carries the predecessor's :class:`Delivery` of
 that input, and a blame carries the refused accusation as evidence, which anyone judges the
 same way (:func:`judge`): the mix whose signed item is provably bad and who refused to trace
-it, or else the mix that could not back its accusation.
+it, or else the mix that could not back its accusation. The pages of accusations and the
+refusals are signed too (:mod:`mixnet.trace_signature`), so that the judge has more than
+the reporter's word for who accused and who refused.
 """
 
 from __future__ import annotations
@@ -23,12 +25,22 @@ from mixnet.blame import Accusation, delivered_by
 from mixnet.chunk_signature import ChunkTree, Delivery, root_of_leaves, verify_chunk
 from mixnet.core.item_index import ItemIndex
 from mixnet.errors import BadSignature
+from mixnet.trace_signature import (
+    PageProof,
+    Signer,
+    page_proof,
+    sign_page,
+    sign_refusal,
+    verify_on_page,
+    verify_page,
+    verify_refusal,
+)
 
 #: An identity key as a :class:`~nacl.signing.VerifyKey`, made once per key (one per chunk
 #: otherwise).
 _verify_key = functools.lru_cache(maxsize=64)(VerifyKey)
 
-__all__ = ["ChunkSigning", "ReceivedChunk", "judge"]
+__all__ = ["ChunkSigning", "Judgement", "ReceivedChunk", "judge"]
 
 #: ``sign(round_id, index, items)``: this node's signature over one outbound chunk.
 ChunkSigner = Callable[[int, int, Sequence[bytes]], bytes]
@@ -36,14 +48,17 @@ ChunkSigner = Callable[[int, int, Sequence[bytes]], bytes]
 
 @dataclass(frozen=True)
 class ChunkSigning:
-    """What a machine needs to sign and check chunks: the ``chain_id``, the mixes' names in
-    chain order (``names``), their Ed25519 identity public keys (``identities``, 32 bytes
-    each) and ``sign``, this node's signer (``None``: it sends unsigned chunks)."""
+    """What a machine needs to sign and check chunks and trace pages: the ``chain_id``, the
+    mixes' names in chain order (``names``), their Ed25519 identity public keys
+    (``identities``, 32 bytes each), ``sign``, this node's chunk signer (``None``: it sends
+    unsigned chunks), and ``sign_message``, its identity's signer of raw messages, for its
+    trace pages and refusals (``None``: it signs neither)."""
 
     chain_id: str
     names: tuple[str, ...]
     identities: Mapping[str, bytes] = field(default_factory=dict)
     sign: ChunkSigner | None = None
+    sign_message: Signer | None = None
 
     def name_at(self, hop: int) -> str | None:
         """The name of the mix at ``hop`` (``None`` outside the chain)."""
@@ -69,6 +84,55 @@ class ChunkSigning:
                             root=None if leaves is None else root_of_leaves(leaves),
                             ):  # fmt: skip
             raise BadSignature(f"chunk {index} from {sender}: the signature does not verify")
+
+
+    def sign_page(
+        self, round_id: int, signer: str, accusations: Sequence[Accusation]
+    ) -> bytes | None:
+        """This node's (``signer``'s) signature over its page of ``accusations``; ``None``
+        without a message signer or for an empty page."""
+        if self.sign_message is None or not accusations:
+            return None
+        return sign_page(
+            self.sign_message, accusations, chain_id=self.chain_id, round_id=round_id,
+            signer=signer,
+        )  # fmt: skip
+
+    def page_signed(
+        self, round_id: int, sender: str, accusations: Sequence[Accusation],
+        signature: bytes | None,
+    ) -> bool:  # fmt: skip
+        """Whether a page of ``accusations`` from ``sender`` carries its valid signature
+        (``True`` for an empty page, and when ``sender`` has no identity here: nothing to
+        check, as for chunks)."""
+        key = self.identities.get(sender)
+        if key is None or not accusations:
+            return True
+        return verify_page(
+            key, signature, accusations, chain_id=self.chain_id, round_id=round_id,
+            signer=sender,
+        )  # fmt: skip
+
+    def refusal(
+        self,
+        round_id: int,
+        refuser: str,
+        page: Sequence[Accusation],
+        position: int,
+        signature: bytes | None,
+    ) -> tuple[PageProof | None, bytes | None]:
+        """What a refusal of ``page[position]`` (a page signed with ``signature``) carries
+        beside it as evidence: the accusation's :class:`~mixnet.trace_signature.PageProof`
+        (``None`` for an unsigned page) and this node's (``refuser``'s) signature over the
+        refusal (``None`` without a message signer)."""
+        proof = None if signature is None else page_proof(page, position, signature)
+        signed = None
+        if self.sign_message is not None:
+            signed = sign_refusal(
+                self.sign_message, page[position], chain_id=self.chain_id,
+                round_id=round_id, refuser=refuser,
+            )  # fmt: skip
+        return proof, signed
 
 
 @dataclass(frozen=True)
@@ -119,19 +183,75 @@ def deliveries(
     return found
 
 
-def judge(evidence: Accusation, holds: bool, signing: ChunkSigning, round_id: int) -> str:
+@dataclass(frozen=True)
+class Judgement:
+    """Whom a blame names (``name``) and why (``reason``, one line). ``backed``: the
+    evidence shows it to anyone, so the blame goes back with the evidence and every earlier
+    mix judges it the same way; otherwise (the reporter is named: only it could have made
+    the evidence up) it goes back without."""
+
+    name: str
+    reason: str
+    backed: bool = True
+
+
+def judge(
+    evidence: Accusation,
+    holds: bool,
+    signing: ChunkSigning,
+    round_id: int,
+    *,
+    proof: PageProof | None = None,
+    refusal: bytes | None = None,
+    reporter: str = "",
+) -> Judgement:
     """The mix a blame with ``evidence`` names (``holds``: the evidence verified as an
-    accusation). The evidence is an accusation the mix at ``evidence.hop`` made about an
-    input delivered by the mix before it, which refused it: if it holds and carries that
-    predecessor's signed delivery of the item, the predecessor is the culprit (it sent a
-    provably bad item and would not trace it); otherwise the accuser is."""
+    accusation; ``reporter``: the mix that passed the blame to the judging one). The
+    evidence is an accusation the mix at ``evidence.hop`` (the accuser) made about an input
+    delivered by the mix before it (the refuser), which refused it; ``proof`` shows it on a
+    page the accuser signed and ``refusal`` is the refuser's signature
+    (:mod:`mixnet.trace_signature`). In order:
+
+    1. the refuser has an identity here and ``refusal`` is not its signature over the
+       evidence: the reporter made the refusal up (or passed on one that was); it is named,
+       and the blame is not ``backed``;
+    2. the accuser has an identity here and ``proof`` does not show the evidence on a page it
+       signed: the refuser refused, and signed that it refused, an accusation its accuser
+       never made; the refuser is named;
+    3. the evidence holds and carries the refuser's signed delivery of the item: the refuser
+       sent a provably bad item and would not trace it; it is named;
+    4. otherwise the accuser could not back its accusation; it is named.
+
+    A mix without an identity here (a chain without signed chunks) is taken at its word, as
+    before signed pages: steps 1 and 2 do not apply to it.
+    """
     accuser = signing.name_at(evidence.hop) or f"hop {evidence.hop}"
-    sender = signing.name_at(evidence.hop - 1)
-    if not holds or sender is None:
-        return accuser
-    identity = signing.identities.get(sender)
-    if identity is not None and delivered_by(
-        evidence, sender, identity, chain_id=signing.chain_id, round_id=round_id
+    refuser = signing.name_at(evidence.hop - 1)
+    unbacked = Judgement(accuser, f"mix {accuser} could not back its accusations")
+    if refuser is None:
+        return unbacked
+    chain = signing.chain_id
+    refuser_key = signing.identities.get(refuser)
+    if refuser_key is not None and not verify_refusal(
+        refuser_key, refusal, evidence, chain_id=chain, round_id=round_id, refuser=refuser
     ):
-        return sender
-    return accuser
+        named = reporter or refuser
+        if named == refuser:
+            reason = f"mix {refuser} refused an accusation without signing its refusal"
+        else:
+            reason = f"mix {named} reported a refusal that mix {refuser} did not sign"
+        return Judgement(named, reason, backed=False)
+    accuser_key = signing.identities.get(accuser)
+    if accuser_key is not None and not verify_on_page(
+        evidence, proof, accuser_key, chain_id=chain, round_id=round_id, signer=accuser
+    ):
+        return Judgement(
+            refuser, f"mix {refuser} refused an accusation that mix {accuser} did not sign"
+        )
+    if not holds or refuser_key is None:
+        return unbacked
+    if delivered_by(evidence, refuser, refuser_key, chain_id=chain, round_id=round_id):
+        return Judgement(
+            refuser, f"mix {refuser} sent a provably bad item it had signed and would not trace it"
+        )
+    return unbacked

@@ -310,6 +310,10 @@ class TracingMix(MixRounds):
                 return [Reply(Accused(sent.round_id, blame=self.successor))]
             checked = BlameChecked(sent.round_id, reply)
             return [Verify(sent.round_id, (reply.evidence,), keys, checked)]
+        if self.signing is not None and not self.signing.page_signed(
+            sent.round_id, self.successor, reply.accusations, reply.signature
+        ):  # nothing it said can be shown to anyone: blamed on this mix's word alone
+            return [Reply(Accused(sent.round_id, blame=self.successor))]
         own = self._own(st)  # found when the trace asked (else read back first)
         if own is None:
             return self._needs_intake(st, "traced", sent, reply)
@@ -333,8 +337,18 @@ class TracingMix(MixRounds):
             evidence = token.reply.evidence
             assert evidence is not None and self.signing is not None
             holds = len(results) == 1 and results[0]
-            name = judge(evidence, holds, self.signing, token.round_id)
-            return [Reply(Accused(token.round_id, blame=name, evidence=evidence))]
+            reply = token.reply
+            verdict = judge(
+                evidence, holds, self.signing, token.round_id,
+                proof=reply.proof, refusal=reply.refusal, reporter=self.successor,
+            )  # fmt: skip
+            if not verdict.backed:  # the successor made it up: passed on, it would name this mix
+                return [Reply(Accused(token.round_id, blame=verdict.name))]
+            backed = Accused(
+                token.round_id, blame=verdict.name, evidence=evidence,
+                proof=reply.proof, refusal=reply.refusal,
+            )  # fmt: skip
+            return [Reply(backed)]
         if not isinstance(token, TraceVerified):
             raise TypeError(f"not a trace token: {token!r}")
         st = self._round(token.round_id)
@@ -347,11 +361,11 @@ class TracingMix(MixRounds):
         wanted = {accusation.item for accusation in accusations}
         origin = self._index(st).inputs_of(wanted)
         inputs = []
-        for accusation, holds in zip(accusations, results, strict=True):
+        for position, (accusation, holds) in enumerate(zip(accusations, results, strict=True)):
             item = origin.get(accusation.item)
             if not holds or accusation.hop != self.hop + 1 or item is None:
                 # it does not hold, or names an item this mix never sent
-                return [Reply(Accused(token.round_id, blame=self.successor, evidence=accusation))]
+                return [self._refuse(token.round_id, token.reply, position)]
             inputs.append(item)
         own = self._own(st)
         assert own is not None  # the inputs are read back
@@ -402,7 +416,31 @@ class TracingMix(MixRounds):
                 a.extended(s, found.get(s.item))
                 for a, s in zip(token.accusations, rest, strict=True)
             )
-        return [Reply(Accused(token.round_id, own + accused, token.untraced, more=token.more))]
+        page = own + accused
+        signature = None
+        if self.signing is not None:
+            signature = self.signing.sign_page(token.round_id, self.name, page)
+        return [
+            Reply(
+                Accused(token.round_id, page, token.untraced, more=token.more, signature=signature)
+            )
+        ]
+
+    def _refuse(self, round_id: int, reply: Accused, position: int) -> Reply:
+        """The blame of the successor for its accusation ``reply.accusations[position]``,
+        which this mix refuses: the accusation as evidence, with the proof that it was on the
+        successor's signed page and this mix's signature over the refusal."""
+        proof, refusal = None, None
+        if self.signing is not None:
+            proof, refusal = self.signing.refusal(
+                round_id, self.name, reply.accusations, position, reply.signature
+            )
+        evidence = reply.accusations[position]
+        return Reply(
+            Accused(
+                round_id, blame=self.successor, evidence=evidence, proof=proof, refusal=refusal
+            )
+        )
 
     # ------------------------------------------------------------------ recovery
 

@@ -138,13 +138,23 @@ class EntryVerdict(MixRounds):
                         )
                     judged = BlameJudged(st.round_id, reply)
                     return [Verify(st.round_id, (evidence,), keys, judged)]
-                return self._conclude(st, f"mix {reply.blame} could not back its accusations")
+                return self._conclude(
+                    st,
+                    f"mix {self.successor} reported, without evidence, that mix {reply.blame} "
+                    "could not back its accusations (a blame without evidence cannot be checked)",
+                )
             if reply.untraced:
                 return self._conclude(
                     st,
                     f"{reply.untraced} items were dropped or refused after the entry mix without "
                     "evidence (a layer that did not open, a replay, or a group of colliding "
                     "onions larger than one trace reply): they cannot be traced",
+                )
+            if self.signing is not None and not self.signing.page_signed(
+                st.round_id, self.successor, reply.accusations, reply.signature
+            ):
+                return self._conclude(
+                    st, f"mix {self.successor} sent accusations on a page it did not sign"
                 )
             ask: list[Action] = []
             if reply.more:  # asked for at once: the chain works on it while this is checked
@@ -215,12 +225,12 @@ class EntryVerdict(MixRounds):
                 return []
             assert evidence is not None and self.signing is not None
             holds = len(results) == 1 and results[0]
-            name = judge(evidence, holds, self.signing, token.round_id)
-            if name == self.signing.name_at(evidence.hop):
-                return self._conclude(judged, f"mix {name} could not back its accusations")
-            return self._conclude(
-                judged, f"mix {name} sent a provably bad item it had signed and would not trace it"
-            )
+            reply = token.reply
+            verdict = judge(
+                evidence, holds, self.signing, token.round_id,
+                proof=reply.proof, refusal=reply.refusal, reporter=self.successor,
+            )  # fmt: skip
+            return self._conclude(judged, verdict.reason)
         if not isinstance(token, VerdictChecked):
             raise TypeError(f"not a verdict token: {token!r}")
         st = self.rounds.get(token.round_id)

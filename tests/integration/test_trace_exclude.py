@@ -208,3 +208,47 @@ async def test_a_mix_that_corrupts_an_honest_item_is_named(tmp_path: Path) -> No
         stored = await chain.analyzer.result(round_id)
     assert stored is not None and stored["status"] == "aborted"
     assert "mix mix2 sent a provably bad item it had signed" in str(stored.get("reason"))
+
+
+async def test_a_mix_that_makes_up_its_successors_accusation_is_named(tmp_path: Path) -> None:
+    """mix2 answers the trace of an honest round with a blame of mix3, whose evidence is an
+    accusation it made up (one that does not hold) and its own signed refusal. Before the
+    trace pages were signed, the entry mix named mix3, which had accused nothing; now the
+    evidence is on no page mix3 signed, so mix2 — who signed that it refused it — is
+    named."""
+    from mixnet.blame import Accusation, Failure, Step
+    from mixnet.core.actions import Reply
+    from mixnet.frames import Accused, Trace
+    from mixnet.onion import onion_length
+
+    protocol = CloakProtocol(PARAMS)
+    width = share_width(PARAMS.modulus)
+    async with (
+        local_chain(tmp_path, protocol, policy(USERS, USERS), mixes=3) as chain,
+        connect(chain.chain) as net,
+    ):
+        middle = chain.mixes[1]
+        honest_on_reply = middle.machine.on_reply
+
+        def framing_on_reply(sent, reply, now):  # type: ignore[no-untyped-def]
+            if not (isinstance(sent, Trace) and isinstance(reply, Accused)):
+                return honest_on_reply(sent, reply, now)
+            step = Step(2, b"\x01" * onion_length(width, 1), b"\x02" * 32, b"\x03" * 96)
+            made_up = Accusation(Failure.INVALID_PAYLOAD, (step,))
+            signing = middle.machine.signing
+            assert signing is not None
+            proof, refusal = signing.refusal(sent.round_id, "mix2", (made_up,), 0, None)
+            assert proof is None and refusal is not None
+            framed = Accused(sent.round_id, blame="mix3", evidence=made_up, refusal=refusal)
+            return [Reply(framed)]
+
+        middle.machine.on_reply = framing_on_reply  # type: ignore[method-assign]
+        receipts = await net.submit_many(VALUES, concurrency=3)
+        round_id = receipts[0].round
+        with pytest.raises(RoundAborted):
+            await net.result(round_id, timeout=60)
+        stored = await chain.analyzer.result(round_id)
+    assert stored is not None and stored["status"] == "aborted"
+    assert "mix mix2 refused an accusation that mix mix3 did not sign" in str(
+        stored.get("reason")
+    )

@@ -3,6 +3,8 @@ accusations, and judging a blame from its evidence (mixnet.core.deliveries)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from nacl.signing import SigningKey
 
@@ -19,6 +21,7 @@ from mixnet.core.trace_tokens import BlameChecked
 from mixnet.core.verdict import BlameJudged
 from mixnet.errors import BadSignature
 from mixnet.frames import Accused, Batch, BatchAck, Exclude, OpenRound, RoundKeys, Trace
+from mixnet.trace_signature import PageProof, page_proof, sign_page, sign_refusal
 from tests.mixnet.chain_harness import MemoryStore
 from tests.mixnet.test_machines import (
     LAYER,
@@ -50,7 +53,53 @@ def signing_for(name: str, mixes: int = 3) -> ChunkSigning:
         return sign_chunk(KEYS[name], chain_id="c", round_id=round_id, sender=name, index=index,
                           items=list(items))  # type: ignore[call-overload]  # fmt: skip
 
-    return ChunkSigning("c", NAMES[:mixes], IDENTITIES, sign)
+    return ChunkSigning("c", NAMES[:mixes], IDENTITIES, sign, message_signer(name))
+
+
+def message_signer(name: str) -> Callable[[bytes], bytes]:
+    return lambda message: bytes(KEYS[name].sign(message).signature)
+
+
+def page(*accusations: Accusation, by: str = "mix3", round_id: int = R) -> Accused:
+    """An ``accused`` page of ``accusations`` signed by ``by``."""
+    signature = sign_page(message_signer(by), accusations, chain_id="c", round_id=round_id,
+                          signer=by)  # fmt: skip
+    return Accused(round_id, accusations, signature=signature)
+
+
+def evidence_of(
+    evidence: Accusation, *, accuser: str | None, refuser: str | None, round_id: int = R
+) -> tuple[PageProof | None, bytes | None]:
+    """The proof that ``evidence`` was on a page ``accuser`` signed and ``refuser``'s
+    signature over its refusal (``None``: not signed by anyone)."""
+    proof = None
+    if accuser is not None:
+        proof = page_proof([evidence], 0, page(evidence, by=accuser, round_id=round_id).signature
+                           or b"")  # fmt: skip
+    refusal = None
+    if refuser is not None:
+        refusal = sign_refusal(message_signer(refuser), evidence, chain_id="c", round_id=round_id,
+                               refuser=refuser)  # fmt: skip
+    return proof, refusal
+
+
+def judged(
+    evidence: Accusation,
+    holds: bool,
+    signing: ChunkSigning,
+    round_id: int = R,
+    *,
+    accuser: str | None = "",
+    refuser: str | None = "",
+    reporter: str = "",
+) -> str:
+    """Whom :func:`judge` names for ``evidence`` signed, by default, as honest mixes sign it
+    (its accuser over its page, the mix before over the refusal)."""
+    accuser = signing.name_at(evidence.hop) if accuser == "" else accuser
+    refuser = signing.name_at(evidence.hop - 1) if refuser == "" else refuser
+    proof, refusal = evidence_of(evidence, accuser=accuser, refuser=refuser, round_id=round_id)
+    return judge(evidence, holds, signing, round_id, proof=proof, refusal=refusal,
+                 reporter=reporter).name  # fmt: skip
 
 
 def signed(items: list[bytes], sender: str = "mix1", index: int = 0) -> bytes:
@@ -107,9 +156,9 @@ def test_a_chunk_with_a_replay_is_stored_whole_as_signed() -> None:
     assert write.chunk.as_received() == write.chunk.received
     found = deliveries({0: ReceivedChunk("mix1", 0, write.chunk.as_received(),
                                          write.chunk.signature)}, [items[2]])  # fmt: skip
-    assert judge(
+    assert judged(
         Accusation(Failure.NO_OWNER, (Step(1, items[2], b"", b""),), found[items[2]]),
-        True, signing_for("mix3"), R,
+        True, signing_for("mix3"),
     ) == "mix1"  # fmt: skip
 
 
@@ -120,12 +169,12 @@ def test_deliveries_prove_who_sent_each_item() -> None:
     assert set(found) == {items[3]} and found[items[3]].position == 3
     signing = signing_for("mix3")
     accusation = Accusation(Failure.NO_OWNER, (Step(1, items[3], b"", b""),), found[items[3]])
-    assert judge(accusation, True, signing, R) == "mix1"  # it signed a provably bad item
-    assert judge(accusation, False, signing, R) == "mix2"  # the evidence does not hold
-    assert judge(accusation.delivered(None), True, signing, R) == "mix2"  # no delivery
+    assert judged(accusation, True, signing) == "mix1"  # it signed a provably bad item
+    assert judged(accusation, False, signing) == "mix2"  # the evidence does not hold
+    assert judged(accusation.delivered(None), True, signing) == "mix2"  # no delivery
     other = Accusation(Failure.NO_OWNER, (Step(1, items[2], b"", b""),), found[items[3]])
-    assert judge(other, True, signing, R) == "mix2"  # a delivery of another item
-    assert judge(accusation, True, signing, R + 1) == "mix2"  # of another round
+    assert judged(other, True, signing) == "mix2"  # a delivery of another item
+    assert judged(accusation, True, signing, R + 1) == "mix2"  # of another round
 
 
 def forwarded(items: list[bytes], mixes: int = 3) -> RelayMachine:
@@ -147,7 +196,7 @@ def test_a_proven_step_carries_the_predecessors_delivery() -> None:
     m.on_trace(Trace(R), NOW)
     out = items[1][:-LAYER]
     accusation = Accusation(Failure.INVALID_PAYLOAD, (Step(2, out, bytes(32), bytes(96)),))
-    verify = one(m.on_reply(Trace(R), Accused(R, (accusation,)), NOW), Verify)
+    verify = one(m.on_reply(Trace(R), page(accusation), NOW), Verify)
     assert not m.rounds[R].chunk_inputs  # read back from the store for the trace:
     prove = one(read_back(m, m.verified(verify.token, [True], NOW)), Prove)
     mine = Step(1, items[1], bytes(32), bytes(96))
@@ -156,7 +205,8 @@ def test_a_proven_step_carries_the_predecessors_delivery() -> None:
     (extended,) = reply.frame.accusations
     assert extended.steps == (mine, *accusation.steps)
     assert extended.delivery is not None and extended.delivery.position == 1
-    assert judge(extended, True, signing_for("mix1"), R) == "mix1"  # provable, by its sender
+    assert reply.frame == page(extended, by="mix2")  # signed by the relay that sends it
+    assert judged(extended, True, signing_for("mix1")) == "mix1"  # provable, by its sender
 
 
 def test_an_accusation_that_does_not_hold_is_the_evidence_of_the_blame() -> None:
@@ -164,10 +214,31 @@ def test_an_accusation_that_does_not_hold_is_the_evidence_of_the_blame() -> None
     m = forwarded(items)
     m.on_trace(Trace(R), NOW)
     made_up = Accusation(Failure.NO_OWNER, (Step(2, b"\x01" * (RELAY_ITEM - LAYER), b"", b""),))
-    verify = one(m.on_reply(Trace(R), Accused(R, (made_up,)), NOW), Verify)
+    verify = one(m.on_reply(Trace(R), page(made_up), NOW), Verify)
+    proof, refusal = evidence_of(made_up, accuser="mix3", refuser="mix2")
     assert read_back(m, m.verified(verify.token, [True], NOW)) == [  # holds, but names none of ours
-        Reply(Accused(R, blame="mix3", evidence=made_up))
+        Reply(Accused(R, blame="mix3", evidence=made_up, proof=proof, refusal=refusal))
     ]
+    # anyone can check that mix3 made it and mix2 refused it: mix3 is named
+    assert judged(made_up, True, signing_for("mix1"), reporter="mix2") == "mix3"
+
+
+def test_a_page_its_sender_did_not_sign_is_blamed_without_evidence() -> None:
+    """Accusations on a page without the successor's valid signature prove nothing to anyone
+    else: the relay does not check them and blames the successor on its own word (the entry
+    mix then reports the blame as unprovable)."""
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    out = items[1][:-LAYER]
+    accusation = Accusation(Failure.INVALID_PAYLOAD, (Step(2, out, bytes(32), bytes(96)),))
+    for unsigned in (
+        Accused(R, (accusation,)),
+        Accused(R, (accusation,), signature=page(accusation, by="mix2").signature),  # not mix3's
+        Accused(R, (accusation,), signature=page(accusation, round_id=R + 1).signature),
+        Accused(R, (accusation, accusation), signature=page(accusation).signature),
+    ):
+        m = forwarded(items)
+        m.on_trace(Trace(R), NOW)
+        assert m.on_reply(Trace(R), unsigned, NOW) == [Reply(Accused(R, blame="mix3"))]
 
 
 def test_a_blame_from_downstream_is_judged_from_its_evidence() -> None:
@@ -177,16 +248,47 @@ def test_a_blame_from_downstream_is_judged_from_its_evidence() -> None:
     m = forwarded(items, mixes=4)
     m.on_trace(Trace(R), NOW)
     evidence = Accusation(Failure.NO_OWNER, (Step(3, b"\x02" * 40, b"", b""),))
-    reply = Accused(R, blame="mix4", evidence=evidence)
+    proof, refusal = evidence_of(evidence, accuser="mix4", refuser="mix3")
+    reply = Accused(R, blame="mix4", evidence=evidence, proof=proof, refusal=refusal)
     verify = one(m.on_reply(Trace(R), reply, NOW), Verify)
     assert isinstance(verify.token, BlameChecked) and list(verify.accusations) == [evidence]
-    # the evidence holds but carries no delivery by mix3: the accuser, mix4, is named
-    assert m.verified(verify.token, [True], NOW) == [
-        Reply(Accused(R, blame="mix4", evidence=evidence))
-    ]
+    # the evidence holds but carries no delivery by mix3: the accuser, mix4, is named, and
+    # the blame goes back with everything that shows it
+    assert m.verified(verify.token, [True], NOW) == [Reply(reply)]
     # a blame without evidence is passed on as it is
     plain = one(m.on_reply(Trace(R), Accused(R, blame="mix4"), NOW), Reply)
     assert plain == Reply(Accused(R, blame="mix4"))
+
+
+def test_a_refusal_the_refuser_did_not_sign_names_the_reporter() -> None:
+    """With four mixes, mix3 (colluding with mix4) reports that the honest mix2... here:
+    mix2 (hop 1 of 4) hears from mix3 that mix3 refused mix4's accusation; without mix3's
+    signature over that refusal it is mix3's invention: mix3 is named, and the blame goes back
+    without the evidence (which, passed on, would make mix2 look like its inventor)."""
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    evidence = Accusation(Failure.NO_OWNER, (Step(3, b"\x02" * 40, b"", b""),))
+    for accuser, refuser in (("mix4", None), ("mix4", "mix2"), ("mix4", "mix4")):
+        proof, refusal = evidence_of(evidence, accuser=accuser, refuser=refuser)
+        m = forwarded(items, mixes=4)
+        m.on_trace(Trace(R), NOW)
+        reply = Accused(R, blame="mix3", evidence=evidence, proof=proof, refusal=refusal)
+        verify = one(m.on_reply(Trace(R), reply, NOW), Verify)
+        assert m.verified(verify.token, [True], NOW) == [Reply(Accused(R, blame="mix3"))]
+
+
+def test_a_refused_accusation_its_accuser_never_signed_names_the_refuser() -> None:
+    """mix3 signs that it refused "mix4's" accusation, which mix4 never signed: mix3 made it up
+    (an honest refuser never vouches for an unsigned page), and anyone can see that."""
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    evidence = Accusation(Failure.NO_OWNER, (Step(3, b"\x02" * 40, b"", b""),))
+    for accuser in (None, "mix3"):
+        proof, refusal = evidence_of(evidence, accuser=accuser, refuser="mix3")
+        m = forwarded(items, mixes=4)
+        m.on_trace(Trace(R), NOW)
+        reply = Accused(R, blame="mix4", evidence=evidence, proof=proof, refusal=refusal)
+        verify = one(m.on_reply(Trace(R), reply, NOW), Verify)
+        named = Accused(R, blame="mix3", evidence=evidence, proof=proof, refusal=refusal)
+        assert m.verified(verify.token, [False], NOW) == [Reply(named)]
 
 
 @pytest.mark.parametrize("hop", [1, 2, 4])
@@ -205,6 +307,7 @@ def forwarded_entry() -> EntryMachine:
     with chunk signing set up."""
     m, _ = open_entry()
     m.signing = ChunkSigning("c", NAMES[:3], IDENTITIES, None)
+    m.successor = "mix2"
     for client in ("a", "b", "c"):
         store(m, submit_frame(client))
     payloads = [p for sub in m.rounds[1].submissions.values() for p in sub]
@@ -222,15 +325,51 @@ def test_the_entry_mix_refuses_evidence_that_cannot_be_a_later_refusal(hop: int)
     assert "reported a blame its evidence does not back" in abort.frame.abort
 
 
-@pytest.mark.parametrize(("holds", "named"), [(False, "mix3"), (True, "mix3")])
-def test_the_entry_mix_judges_a_blame_from_its_evidence(holds: bool, named: str) -> None:
+@pytest.mark.parametrize(
+    ("holds", "accuser", "refuser", "reason"),
+    [
+        (False, "mix3", "mix2", "mix mix3 could not back its accusations"),
+        (True, "mix3", "mix2", "mix mix3 could not back its accusations"),  # no delivery
+        # mix2 made up an accusation "by mix3" (in a 3-mix chain, the refuser reports)
+        (False, None, "mix2", "mix mix2 refused an accusation that mix mix3 did not sign"),
+        (False, "mix2", "mix2", "mix mix2 refused an accusation that mix mix3 did not sign"),
+        (False, "mix3", None, "mix mix2 refused an accusation without signing its refusal"),
+        (True, "mix3", "mix3", "mix mix2 refused an accusation without signing its refusal"),
+    ],
+)
+def test_the_entry_mix_judges_a_blame_from_its_evidence(
+    holds: bool, accuser: str | None, refuser: str | None, reason: str
+) -> None:
     m = forwarded_entry()
     evidence = Accusation(Failure.NO_OWNER, (Step(2, b"\x02" * 40, b"", b""),))
-    verify = one(m.on_reply(Trace(1), Accused(1, blame="mix3", evidence=evidence), NOW), Verify)
+    proof, refusal = evidence_of(evidence, accuser=accuser, refuser=refuser, round_id=1)
+    blame = Accused(1, blame="mix3", evidence=evidence, proof=proof, refusal=refusal)
+    verify = one(m.on_reply(Trace(1), blame, NOW), Verify)
     assert isinstance(verify.token, BlameJudged)
     (abort,) = m.verified(verify.token, [holds], NOW)
     assert isinstance(abort, Send) and isinstance(abort.frame, Exclude)
-    assert abort.frame.abort == f"mix {named} could not back its accusations"
+    assert abort.frame.abort == reason
+
+
+def test_the_entry_mix_reports_a_blame_without_evidence_as_unprovable() -> None:
+    m = forwarded_entry()
+    (abort,) = m.on_reply(Trace(1), Accused(1, blame="mix3"), NOW)
+    assert isinstance(abort, Send) and isinstance(abort.frame, Exclude)
+    assert abort.frame.abort == (
+        "mix mix2 reported, without evidence, that mix mix3 could not back its accusations "
+        "(a blame without evidence cannot be checked)"
+    )
+
+
+def test_the_entry_mix_refuses_a_page_its_successor_did_not_sign() -> None:
+    m = forwarded_entry()
+    accusation = Accusation(Failure.NO_OWNER, (Step(1, b"\x02" * 40, b"", b""),))
+    (abort,) = m.on_reply(Trace(1), Accused(1, (accusation,)), NOW)
+    assert isinstance(abort, Send) and isinstance(abort.frame, Exclude)
+    assert abort.frame.abort == "mix mix2 sent accusations on a page it did not sign"
+    m = forwarded_entry()
+    verify = one(m.on_reply(Trace(1), page(accusation, by="mix2", round_id=1), NOW), Verify)
+    assert list(verify.accusations) == [accusation]
 
 
 def test_signatures_made_while_mixing_are_sent_only_with_their_chunks() -> None:
@@ -287,7 +426,7 @@ def test_a_restarted_relay_still_backs_its_accusation_with_the_delivery() -> Non
     assert restarted.on_trace(Trace(R), NOW) == [Send(Trace(R))]
     out = items[2][:-LAYER]
     accusation = Accusation(Failure.INVALID_PAYLOAD, (Step(2, out, bytes(32), bytes(96)),))
-    verify = one(restarted.on_reply(Trace(R), Accused(R, (accusation,)), NOW), Verify)
+    verify = one(restarted.on_reply(Trace(R), page(accusation), NOW), Verify)
     (load,) = restarted.verified(verify.token, [True], NOW)
     assert isinstance(load, LoadIntake) and load.round_id == R
     prove = one(restarted.intake_loaded(load.token, disk.records().chunks[R], NOW), Prove)
@@ -297,4 +436,4 @@ def test_a_restarted_relay_still_backs_its_accusation_with_the_delivery() -> Non
     assert isinstance(reply, Reply) and isinstance(reply.frame, Accused)
     (extended,) = reply.frame.accusations
     assert extended.delivery is not None and extended.delivery.position == 2
-    assert judge(extended, True, signing_for("mix1"), R) == "mix1"
+    assert judged(extended, True, signing_for("mix1")) == "mix1"

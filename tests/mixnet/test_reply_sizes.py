@@ -17,6 +17,7 @@ import math
 
 import pytest
 
+from mixnet.accusation_wire import MAX_PAGE_COUNT
 from mixnet.blame import Accusation, Failure, Step
 from mixnet.chunk_signature import Delivery
 from mixnet.core.policy import RoundPolicy
@@ -24,6 +25,7 @@ from mixnet.core.trace_caps import accusation_cap
 from mixnet.frames import Accused, parse_reply, to_wire
 from mixnet.onion import onion_length
 from mixnet.settings import NodeSettings
+from mixnet.trace_signature import PageProof
 from mixnet.wire import decode_frame, encode_frame
 
 #: (chunk size, payload length): every pair whose replies stay below some 100 MB
@@ -59,9 +61,12 @@ def longest_reply(receiver: NodeSettings, *, blame: bool = False) -> bytes:
                         (b"\x04" * 32,) * depth, b"\x05" * 64)  # fmt: skip
     one = Accusation(Failure.INVALID_PAYLOAD, steps, delivery)
     cap = accusation_cap(chunk, first + 1)
-    frame = Accused(2**32 - 1, (one,) * cap, 2**32 - 1)
-    if blame:
-        frame = Accused(2**32 - 1, (), 0, blame="x" * 64, evidence=one)
+    frame = Accused(2**32 - 1, (one,) * cap, 2**32 - 1, signature=b"\x06" * 64)
+    if blame:  # evidence from a page as long as any, and the refusal
+        on_page = PageProof(MAX_PAGE_COUNT, 0, (b"\x07" * 32,) * 16, b"\x08" * 64)
+        frame = Accused(
+            2**32 - 1, (), 0, blame="x" * 64, evidence=one, proof=on_page, refusal=b"\x09" * 64
+        )
     return encode_frame(to_wire(frame))
 
 
@@ -75,9 +80,10 @@ def test_the_longest_accused_reply_fits_and_parses(hops: int, proven: bool) -> N
             for blame in (True, False):
                 raw = longest_reply(receiver, blame=blame)
                 assert len(raw) <= limit, (hops, hop, chunk, payload, len(raw), limit)
-            if chunk <= 4096:  # (parsing 16,384 accusations takes a second)
-                reply = parse_reply(decode_frame(raw, max_size=limit), receiver.limits())
-                assert isinstance(reply, Accused)
+                if chunk <= 4096:  # (parsing 16,384 accusations takes a second)
+                    reply = parse_reply(decode_frame(raw, max_size=limit), receiver.limits())
+                    assert isinstance(reply, Accused)
+                    assert (reply.proof is not None) == blame
 
 
 def test_a_reply_always_carries_a_pair_of_duplicate_accusations() -> None:

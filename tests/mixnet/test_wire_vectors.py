@@ -38,7 +38,7 @@ from nacl.public import PrivateKey
 from nacl.signing import SigningKey, VerifyKey
 
 from mixnet import ownership as ownership_module
-from mixnet.accusation_wire import accusation_to_wire, parse_accusations
+from mixnet.accusation_wire import accusation_to_wire, parse_accusations, parse_page_proof
 from mixnet.admission import (
     credential_client_id,
     issue_token,
@@ -135,6 +135,7 @@ from mixnet.ownership import (
     verify_ownership,
 )
 from mixnet.submit_many import parse_receipts, parse_submit_many, submit_many_frame
+from mixnet.trace_signature import accusation_bytes, verify_refusal
 from mixnet.wire import WIRE_VERSION, decode_frame, encode_frame, error_from_frame
 
 VECTORS_PATH = Path(__file__).with_name("wire_vectors.json")
@@ -1766,9 +1767,10 @@ def test_blame_frame_bytes(vector: dict[str, Any]) -> None:
 
 
 def test_blame_frames_tell_the_story() -> None:
-    """§ 13.4: mix3 accuses the forged item with mix2's delivery; mix2 cannot trace it and
-    answers ``blame`` with that accusation as ``evidence``; the entry mix judges it, names
-    mix2 and aborts the round."""
+    """§ 13.4: mix3 accuses the forged item with mix2's delivery, on a page it signs; mix2
+    cannot trace it and answers ``blame`` with that accusation as ``evidence``, its proof on
+    mix3's page and mix2's signed refusal; the entry mix judges it, names mix2 and aborts the
+    round."""
     frames = b_frames()
     batch = frames["batch (mix2 to mix3)"]
     shape = BLAME["batch"]
@@ -1783,9 +1785,12 @@ def test_blame_frames_tell_the_story() -> None:
         "path": [h(p) for p in BLAME["delivery"]["path"]],
         "signature": h(BLAME["delivery"]["signature"]),
     }
+    assert frames["accused (mix3 to mix2)"]["signature"] == h(BLAME["page"]["signature"])
     blame = frames["accused (mix2 to mix1)"]
+    on_page = {"count": 1, "position": 0, "path": [], "signature": h(BLAME["page"]["signature"])}
     assert blame == {"type": "accused", "round": B_ROUND, "accusations": [], "untraced": 0,
-                     "blame": "mix3", "evidence": accusation}  # fmt: skip
+                     "blame": "mix3", "evidence": accusation, "evidence_proof": on_page,
+                     "refusal": h(BLAME["refusal"]["signature"])}  # fmt: skip
     exclude = frames["exclude (mix1 to mix2)"]
     assert (exclude["items"], exclude["excluded"]) == ([], 0)
     assert exclude["abort"] == BLAME["judgements"][0]["reason"]
@@ -1794,10 +1799,85 @@ def test_blame_frames_tell_the_story() -> None:
     )
 
 
+def spec_accusation_bytes(wire: dict[str, Any]) -> bytes:
+    """§ 13.5: an accusation's canonical bytes, from its wire map."""
+    out = prefixed(wire["failure"].encode("ascii")) + struct.pack(">H", len(wire["steps"]))
+    for step in wire["steps"]:
+        out += struct.pack(">H", step["hop"])
+        out += prefixed(step["item"]) + prefixed(step["secret"]) + prefixed(step["proof"])
+    d = wire.get("delivery")
+    if d is None:
+        return out + b"\x00"
+    return (
+        out + b"\x01" + prefixed(d["sender"].encode("utf-8"))
+        + struct.pack(">III", d["chunk"], d["count"], d["position"])
+        + struct.pack(">H", len(d["path"])) + b"".join(d["path"]) + bytes(d["signature"])
+    )  # fmt: skip
+
+
+def spec_signed(signer: str, message: bytes, signature: bytes | None) -> bool:
+    if signature is None:
+        return False
+    try:
+        VerifyKey(IDENTITIES[signer]).verify(message, signature)
+    except BadSignatureError:
+        return False
+    return True
+
+
+def spec_on_page(wire: dict[str, Any], proof: dict[str, Any] | None, signer: str) -> bool:
+    """§ 13.5: whether ``proof`` shows the accusation ``wire`` on a page ``signer`` signed."""
+    if proof is None:
+        return False
+    root = spec_path_root(spec_accusation_bytes(wire), proof["position"], proof["count"],
+                          list(proof["path"]))  # fmt: skip
+    if root is None:
+        return False
+    message = (prefixed(b"mixnet/accused-page/v1") + prefixed(CHAIN_ID.encode("utf-8"))
+               + struct.pack(">Q", B_ROUND) + prefixed(signer.encode("utf-8"))
+               + struct.pack(">I", proof["count"]) + root)  # fmt: skip
+    return spec_signed(signer, message, proof["signature"])
+
+
+def spec_refused(wire: dict[str, Any], refusal: bytes | None, refuser: str) -> bool:
+    """§ 13.5: whether ``refusal`` is ``refuser``'s signature over its refusal of ``wire``."""
+    leaf = spec_h(b"\x00" + spec_accusation_bytes(wire))
+    message = (prefixed(b"mixnet/refusal/v1") + prefixed(CHAIN_ID.encode("utf-8"))
+               + struct.pack(">Q", B_ROUND) + prefixed(refuser.encode("utf-8")) + leaf)  # fmt: skip
+    return spec_signed(refuser, message, refusal)
+
+
+def test_a_page_and_a_refusal_signed_as_specified() -> None:
+    """§ 13.5: the vector's page of one accusation and its refusal, byte for byte."""
+    page, refusal = BLAME["page"], BLAME["refusal"]
+    (wire,) = [from_json(f["fields"]) for f in BLAME["frames"] if f["name"].startswith(
+        "accused (mix3")]  # fmt: skip
+    (accusation,) = wire["accusations"]
+    encoded = spec_accusation_bytes(accusation)
+    assert [h(e) for e in page["accusation_bytes"]] == [encoded]
+    root = spec_mth([encoded])
+    assert h(page["root"]) == root
+    message = h(page["signed_bytes"])
+    assert message == (prefixed(b"mixnet/accused-page/v1") + prefixed(CHAIN_ID.encode("utf-8"))
+                       + struct.pack(">Q", B_ROUND) + prefixed(b"mix3") + struct.pack(">I", 1)
+                       + root)  # fmt: skip
+    assert spec_signed("mix3", message, h(page["signature"])) and wire["signature"] == h(
+        page["signature"])  # fmt: skip
+    (parsed,) = parse_accusations([accusation], max_count=1, max_steps=HOPS,
+                                  max_item_length=CHAIN["item_lengths"][1])  # fmt: skip
+    assert accusation_bytes(parsed) == encoded
+    assert spec_refused(accusation, h(refusal["signature"]), "mix2")
+    assert h(refusal["leaf"]) == spec_h(b"\x00" + encoded)
+    assert verify_refusal(IDENTITIES["mix2"], h(refusal["signature"]), parsed,
+                          chain_id=CHAIN_ID, round_id=B_ROUND, refuser="mix2")  # fmt: skip
+
+
 @pytest.mark.parametrize("case", BLAME["judgements"], ids=[j["case"] for j in BLAME["judgements"]])
 def test_blame_judgement(case: dict[str, Any]) -> None:
-    """§ 13.4: the blamer (the accuser's predecessor) is named iff the evidence holds and
-    carries the blamer's own signed delivery of the accused item; else the accuser."""
+    """§ 13.4: the judge of a blame reported by the blamer (the accuser's predecessor) names
+    the blamer if its refusal is not signed by it, or if the evidence is not on a page the
+    accuser signed; else the blamer iff the evidence holds and carries the blamer's own signed
+    delivery of the accused item; else the accuser."""
     wire = from_json(case["evidence"])
     (evidence,) = parse_accusations([wire], max_count=1, max_steps=HOPS,
                                     max_item_length=CHAIN["item_lengths"][1])  # fmt: skip
@@ -1819,12 +1899,29 @@ def test_blame_judgement(case: dict[str, Any]) -> None:
     assert signed == case["delivered_by_blamer"]
     assert delivered_by(evidence, blamer, IDENTITIES[blamer], chain_id=CHAIN_ID,
                         round_id=B_ROUND) == signed  # fmt: skip
-    named = blamer if holds and signed else accuser
+    proof_wire = from_json(case["evidence_proof"])
+    refusal = None if case["refusal"] is None else h(case["refusal"])
+    refused = spec_refused(wire, refusal, blamer)
+    on_page = spec_on_page(wire, proof_wire, accuser)
+    backed = refused and on_page  # else the blamer made it up
+    named = blamer if not backed or (holds and signed) else accuser
     assert named == case["named"]
-    assert judge(evidence, holds, signing_of([m["name"] for m in MIXES]), B_ROUND) == named
-    if named == accuser:
+    proof = None if proof_wire is None else parse_page_proof(proof_wire)
+    verdict = judge(evidence, holds, signing_of([m["name"] for m in MIXES]), B_ROUND,
+                    proof=proof, refusal=refusal, reporter=blamer)  # fmt: skip
+    assert verdict.name == named
+    if not refused:
+        assert case["reason"] == f"mix {named} refused an accusation without signing its refusal"
+    elif not on_page:
+        assert case["reason"] == (
+            f"mix {named} refused an accusation that mix {accuser} did not sign"
+        )
+    elif named == accuser:
         assert case["reason"] == f"mix {named} could not back its accusations"
     else:
         assert case["reason"] == (
             f"mix {named} sent a provably bad item it had signed and would not trace it"
         )
+    assert verdict.reason == case["reason"]
+
+
