@@ -69,6 +69,7 @@ from mixnet.admission import parse_token
 from mixnet.client import MAX_REPLY, MixnetClient
 from mixnet.errors import LinkClosed, MalformedFrame, MixnetError
 from mixnet.frames import ROUND_ID_MAX
+from mixnet.journal import SubmissionJournal
 from mixnet.keys import read_key_file
 from mixnet.link import Backoff
 from mixnet.tls import TlsError
@@ -172,7 +173,15 @@ class ChainClient:
     credential puts at most one value into each round; the rest are refused
     ``duplicate-client``).
 
-    Construction opens nothing; :meth:`aclose` (or ``async with``) closes the connections.
+    ``journal`` (a file path, or an open :class:`~mixnet.journal.SubmissionJournal`) keeps
+    every submission on disk from before it is sent until the entry mix answers it, so that a
+    process restarted before its receipt learns whether the value was counted instead of
+    counting it twice: :meth:`submit` then needs a ``client_id`` that stays with the value
+    (README, "Exactly once across restarts"). A journal opened from a path is closed by
+    :meth:`aclose`.
+
+    Construction opens nothing but the journal; :meth:`aclose` (or ``async with``) closes the
+    connections.
 
     :raises TypeError: ``chain`` is not a :class:`~cloaknet.chainfile.CloakChain`, ``rng``
         not a :class:`~cloaknet.randomness.RandomSource`, or ``credential`` not a path or
@@ -181,6 +190,7 @@ class ChainClient:
         ``token`` without a ``credential``.
     :raises KeyFileError: the key file cannot be read or is not private (mode 0600), or
         the token text is not a token.
+    :raises JournalError: the journal file cannot be created or used.
     """
 
     def __init__(
@@ -193,6 +203,7 @@ class ChainClient:
         workers: int | None = None,
         credential: str | Path | SigningKey | None = None,
         token: str | bytes | None = None,
+        journal: str | Path | SubmissionJournal | None = None,
     ) -> None:
         if not isinstance(chain, CloakChain):
             raise TypeError(f"chain must be a CloakChain, not {type(chain).__name__}")
@@ -213,23 +224,36 @@ class ChainClient:
         max_reply = MAX_REPLY
         if self.vector is not None:
             max_reply += _REPLY_BYTES_PER_COORDINATE * self.vector.dimension
-        self.mixnet = MixnetClient(
-            chain.config,
-            messages=chain.messages,
-            payload_length=chain.payload_length,
-            sink_url=chain.config.sink.url,
-            connections=connections,
-            retry_for=retry_for,
-            workers=workers,
-            max_reply=max_reply,
-            signing_key=signing_key,
-            token=parse_token(token) if isinstance(token, str) else token,
+        parsed_token = parse_token(token) if isinstance(token, str) else token
+        opened = journal if journal is None or isinstance(journal, SubmissionJournal) else (
+            SubmissionJournal(journal)
         )
+        self._own_journal = opened is not journal
+        try:
+            self.mixnet = MixnetClient(
+                chain.config,
+                messages=chain.messages,
+                payload_length=chain.payload_length,
+                sink_url=chain.config.sink.url,
+                connections=connections,
+                retry_for=retry_for,
+                workers=workers,
+                max_reply=max_reply,
+                signing_key=signing_key,
+                token=parsed_token,
+                journal=opened,
+            )
+        except BaseException:
+            if self._own_journal and opened is not None:
+                opened.close()
+            raise
 
     async def aclose(self) -> None:
         """Close every connection and the thread pool (idempotent); later requests raise
         :class:`~mixnet.errors.LinkClosed`."""
         await self.mixnet.aclose()
+        if self._own_journal and self.mixnet.journal is not None:
+            self.mixnet.journal.close()
 
     async def __aenter__(self) -> ChainClient:
         return self
@@ -313,13 +337,18 @@ class ChainClient:
         encoding is made for each round tried; within a round, retries after a connection
         loss resend the identical onions, which the entry mix acknowledges without counting
         them twice. ``client_id`` (1..128 characters) defaults to a random one; with a
-        ``credential`` it is the credential's text and may not be anything else.
+        ``credential`` it is the credential's text and may not be anything else. With a
+        ``journal`` it must be given and stay with the value: a submission the journal still
+        holds for it from before a restart is resent first, identical, and only if its round
+        closed without it is the value submitted afresh (:mod:`mixnet.journal`; the entry
+        mix no longer knowing that round is ``SubmissionRejected("outcome-unknown")``).
 
         :raises InputRangeError: x is not a number, is NaN, or lies outside [0, 1] without
             ``clip`` (scalar chain); x is not a 1-D sequence or array of d finite reals
             (vector chain).
         :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters (or
-            not the credential's text).
+            not the credential's text), or is missing with a journal.
+        :raises JournalError: the journal cannot be written (nothing was sent).
         :raises SubmissionRejected: the submission was refused (see its ``code``).
         :raises LinkClosed: the client was closed.
         :raises TlsError: the entry mix's TLS certificate is not trusted by the chain file's
@@ -381,6 +410,11 @@ class ChainClient:
         """
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if self.mixnet.journal is not None:
+            raise ValueError(
+                "submit_many draws a random client id per value; with a journal, submit each "
+                "value with its own stable client_id"
+            )
         if self.vector is not None and not isinstance(values, Sequence | np.ndarray):
             raise InputRangeError(
                 f"expected a sequence of vectors or a 2-D array, got {type(values).__name__}"

@@ -22,7 +22,10 @@ opaque payloads of ``payload_length`` bytes each. :meth:`MixnetClient.submit`
    retry again without counting it twice); if the round closed first (``round-closed`` /
    ``unknown-round``) it asks for fresh payloads and tries the next round.
 
-It returns once the entry mix has acknowledged — i.e. durably stored — the submission.
+It returns once the entry mix has acknowledged — i.e. durably stored — the submission. With a
+:class:`~mixnet.journal.SubmissionJournal` each frame is on disk before it is sent, so a
+client restarted before the receipt resends the identical frame and learns whether it was
+counted, instead of counting the value twice (:mod:`mixnet.journal`).
 """
 
 from __future__ import annotations
@@ -56,9 +59,11 @@ from mixnet.errors import (
     WrongCount,
 )
 from mixnet.frames import MAX_CLIENT_ID_LENGTH, ROUND_ID_MAX, Submit, parse_announcements
+from mixnet.journal import KeptSubmission, OutcomeUnknown, SubmissionJournal
 from mixnet.link import Backoff, Link
 from mixnet.onion import wrap_submission
 from mixnet.submit_many import RECEIPTS, parse_receipts, submit_many_frame
+from mixnet.tls import TlsError
 from mixnet.wire import get_float, get_int, get_str
 
 __all__ = [
@@ -134,6 +139,10 @@ class MixnetClient:
     :func:`mixnet.admission.issue_token`) when given — the issuer's admission of this key.
     The entry mix takes one submission per credential per round.
 
+    ``journal`` keeps each ``submit`` frame on disk from before it is sent until the entry
+    mix answers it (:mod:`mixnet.journal`); :meth:`submit` then needs a stable client id.
+    The client does not close it.
+
     ``wss://`` connections trust the chain's CA bundle (``config.tls``, the chain file's
     ``[tls]``), or the system's CAs without one; a certificate they do not trust, or a
     node that does not speak TLS, fails the request at once with
@@ -161,7 +170,10 @@ class MixnetClient:
         max_reply: int = MAX_REPLY,
         signing_key: SigningKey | None = None,
         token: bytes | None = None,
+        journal: SubmissionJournal | None = None,
     ) -> None:
+        if journal is not None and not isinstance(journal, SubmissionJournal):
+            raise TypeError(f"journal must be a SubmissionJournal, not {type(journal).__name__}")
         if signing_key is not None and not isinstance(signing_key, SigningKey):
             raise TypeError(
                 f"signing_key must be a SigningKey, not {type(signing_key).__name__}"
@@ -186,6 +198,7 @@ class MixnetClient:
         self.backoff = backoff
         self.signing_key = signing_key
         self.token = token
+        self.journal = journal
         #: the client's credential (its public key), ``None`` without a signing key
         self.credential = None if signing_key is None else bytes(signing_key.verify_key)
         entry_url = config.mixes[0].url
@@ -352,6 +365,15 @@ class MixnetClient:
         (:func:`mixnet.admission.credential_client_id`) and may not be anything else, and
         each attempt is signed for its round.
 
+        With a ``journal``, ``client_id`` must be given (a stable id for this value; with a
+        signing key, the credential's text is), and a frame the journal still holds for it —
+        sent before a restart, never answered — is resent first, identical: if the entry mix
+        stored it, its receipt is returned and nothing else is sent; if its round is closed
+        without it, the value is submitted afresh; if the entry mix no longer knows that
+        round, :class:`~mixnet.journal.OutcomeUnknown` is raised and the frame stays kept.
+        Every frame is kept before it is sent and forgotten once the entry mix has answered
+        it (acknowledged or refused); after a connection failure it stays.
+
         Error policy: ``internal-error`` (the entry mix could not store the submission) is
         answered by resending the identical frame after a backoff, until ``retry_for``; every
         other :class:`~mixnet.errors.MixnetError` but ``round-closed`` and ``unknown-round``
@@ -360,7 +382,10 @@ class MixnetClient:
         Nothing is wrapped.
 
         :raises ValueError, TypeError: ``client_id`` is not a str of 1..128 characters, or
-            (with a ``signing_key``) not the credential's text.
+            (with a ``signing_key``) not the credential's text; or it is missing with a
+            ``journal``.
+        :raises OutcomeUnknown: (with a ``journal``) see above.
+        :raises JournalError: the journal cannot be written (nothing was sent).
         :raises WrongCount, BadLength: ``make_payloads()`` returned the wrong shape.
         :raises RoundClosed, UnknownRound: rounds kept closing for ``retry_for`` seconds.
         :raises ParameterMismatch, BadSignature, MalformedFrame: see :meth:`current_round`.
@@ -371,10 +396,16 @@ class MixnetClient:
         :raises OSError, ConnectionClosed, InvalidHandshake, TimeoutError: the entry mix was
             unreachable for ``retry_for`` seconds.
         """
+        if self.journal is not None and client_id is None and self.credential is None:
+            raise ValueError("with a journal, submit needs a stable client_id for the value")
         client = self._client_id(client_id)
         link = self._pick()
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.retry_for
+        if self.journal is not None:
+            resumed = await self._resume(link, client, give_up)
+            if resumed is not None:
+                return resumed
         refused: RoundInfo | None = None
         attempt = 0
         while True:
@@ -384,21 +415,14 @@ class MixnetClient:
                 info = await self._round_after(refused)
                 payloads = make_payloads()
                 box, digest, signature = await self._seal_in_pool(payloads, info)
-                frame: dict[str, object] = {
-                    "type": "submit",
-                    "round": info.round_id,
-                    "client": client,
-                    "box": box,
-                }
-                if signature is not None:
-                    frame["credential"] = self.credential
-                    frame["signature"] = signature
-                    if self.token is not None:
-                        frame["token"] = self.token
-                await send_submission(
-                    link, frame, round_id=info.round_id, client=client, give_up=give_up,
-                    backoff=self.backoff,
+                signed = signature is not None
+                kept = KeptSubmission(
+                    client, info.round_id, box, self.credential if signed else None, signature,
+                    self.token if signed else None,
                 )  # fmt: skip
+                if self.journal is not None:
+                    await asyncio.to_thread(self.journal.keep, kept)
+                await self._send_kept(link, kept, give_up)
             except (RoundClosed, UnknownRound):
                 if loop.time() >= give_up:
                     raise
@@ -408,6 +432,50 @@ class MixnetClient:
                 attempt += 1
                 continue
             return Receipt(info.round_id, client, digest)
+    async def _send_kept(
+        self, link: Link, kept: KeptSubmission, give_up: float, *, resuming: bool = False
+    ) -> None:
+        """:func:`send_submission` of ``kept``'s frame, then forget it in the journal once the
+        entry mix has answered: acknowledged, or refused (then it was not stored). A failure
+        to get an answer (connection, TLS, the client closed) leaves it kept, and so does
+        ``unknown-round`` when ``resuming`` a frame sent before (its outcome is unknown)."""
+        try:
+            await send_submission(
+                link, kept.frame(), round_id=kept.round_id, client=kept.client,
+                give_up=give_up, backoff=self.backoff,
+            )  # fmt: skip
+        except MixnetError as exc:
+            unanswered = isinstance(exc, LinkClosed | TlsError) or (
+                resuming and isinstance(exc, UnknownRound)
+            )
+            if self.journal is not None and not unanswered:
+                await asyncio.to_thread(self.journal.discard, kept.client)
+            raise
+        if self.journal is not None:
+            await asyncio.to_thread(self.journal.discard, kept.client)
+
+    async def _resume(self, link: Link, client: str, give_up: float) -> Receipt | None:
+        """Resend the frame the journal keeps for ``client``, if any: its receipt if it was
+        stored; ``None`` (and the frame forgotten) if its round is closed without it.
+
+        :raises OutcomeUnknown: the entry mix no longer knows its round.
+        """
+        assert self.journal is not None
+        kept = await asyncio.to_thread(self.journal.get, client)
+        if kept is None:
+            return None
+        try:
+            await self._send_kept(link, kept, give_up, resuming=True)
+        except RoundClosed:
+            return None  # never counted: the caller submits afresh
+        except UnknownRound:
+            raise OutcomeUnknown(
+                f"the entry mix no longer knows round {kept.round_id}, which client "
+                f"{client!r}'s kept submission was sent into: whether it was counted cannot "
+                "be told (the journal keeps it)"
+            ) from None
+        return Receipt(kept.round_id, client, submission_digest(kept.box))
+
     def _client_id(self, client_id: str | None) -> str:
         """The client id of a submission (see :meth:`submit`)."""
         if self.credential is None:
