@@ -208,8 +208,10 @@ class Accused:
     judge it: :func:`mixnet.core.deliveries.judge`), ``proof`` shows it on a page its
     accuser signed and ``refusal`` is the refuser's signature over it
     (:mod:`mixnet.trace_signature`). ``signature`` is the sender's over the page of
-    ``accusations``. ``more``: this is one page of the accusations and the next page
-    (``Trace.page + 1``) may hold more."""
+    ``accusations``. ``evidence_page`` is the whole page the evidence was on, which a refused
+    ``duplicate`` accusation comes with (it holds only beside its twins on that page).
+    ``more``: this is one page of the accusations and the next page (``Trace.page + 1``) may
+    hold more."""
 
     round_id: int
     accusations: tuple[Accusation, ...] = ()
@@ -220,6 +222,7 @@ class Accused:
     signature: bytes | None = None
     proof: PageProof | None = None
     refusal: bytes | None = None
+    evidence_page: tuple[Accusation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -384,6 +387,8 @@ def to_wire(frame: Frame) -> dict[str, object]:
                 accused["evidence_proof"] = page_proof_to_wire(frame.proof)
             if frame.refusal is not None:
                 accused["refusal"] = frame.refusal
+            if frame.evidence_page:
+                accused["evidence_page"] = [accusation_to_wire(a) for a in frame.evidence_page]
             if frame.signature is not None:
                 accused["signature"] = frame.signature
             if frame.more:
@@ -579,11 +584,13 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
         if "evidence" in frame:
             (evidence,) = parse_accusations([frame["evidence"]], max_count=1, **shape)
         proof = parse_page_proof(frame["evidence_proof"]) if "evidence_proof" in frame else None
+        cap = max(2, limits.chunk_items)  # as many as a page: at most accusation_cap
+        page: tuple[Accusation, ...] = ()
+        if "evidence_page" in frame:
+            page = parse_accusations(frame["evidence_page"], max_count=cap, **shape)
         return Accused(
             round_id=_round(frame),
-            accusations=parse_accusations(  # at most accusation_cap: <= max(2, chunk)
-                frame.get("accusations"), max_count=max(2, limits.chunk_items), **shape
-            ),
+            accusations=parse_accusations(frame.get("accusations"), max_count=cap, **shape),
             untraced=get_int(frame, "untraced", min_value=0, max_value=ROUND_ID_MAX),
             blame=get_str(frame, "blame", max_length=MAX_NAME_LENGTH),
             evidence=evidence,
@@ -591,6 +598,7 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
             signature=_optional_bytes(frame, "signature", SIGNATURE_LENGTH),
             proof=proof,
             refusal=_optional_bytes(frame, "refusal", SIGNATURE_LENGTH),
+            evidence_page=page,
         )
     if kind == "excluded":
         return Excluded(_round(frame))

@@ -123,8 +123,8 @@ class NodeSettings:
         hop), each with a step at every hop from the successor's to the last mix's (that
         hop's item, a revealed secret and its proof) and a delivery by this node (a
         signature and an audit path in a chunk), with the page's signature; or a blame: one
-        such accusation as evidence, its proof on a page (an audit path as long as a page's)
-        and a refusal."""
+        such accusation as evidence, its proof on a page (an audit path as long as a page's),
+        a refusal and, for a ``duplicate``, the whole page it was on."""
         first = self.hop + 1
         if self.hop >= self.hops or first >= self.hops:
             return 0
@@ -148,7 +148,7 @@ class NodeSettings:
         on_page = PageProof(MAX_PAGE_COUNT, MAX_PAGE_COUNT - 1, path, signature)
         blame = Accused(
             widest, untraced=widest, blame="m" * MAX_NAME_LENGTH, evidence=one,
-            proof=on_page, refusal=signature,
+            proof=on_page, refusal=signature, evidence_page=(one,) * cap,
         )  # fmt: skip
         return max(length(1) + (cap - 1) * each, len(encode_frame(to_wire(blame))))
 

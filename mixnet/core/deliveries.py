@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from nacl.signing import VerifyKey
 
-from mixnet.blame import Accusation, delivered_by
+from mixnet.blame import Accusation, Failure, delivered_by
 from mixnet.chunk_signature import ChunkTree, Delivery, root_of_leaves, verify_chunk
 from mixnet.core.item_index import ItemIndex
 from mixnet.errors import BadSignature
@@ -40,7 +40,7 @@ from mixnet.trace_signature import (
 #: otherwise).
 _verify_key = functools.lru_cache(maxsize=64)(VerifyKey)
 
-__all__ = ["ChunkSigning", "Judgement", "ReceivedChunk", "judge"]
+__all__ = ["ChunkSigning", "Judgement", "ReceivedChunk", "evidence_checked", "judge"]
 
 #: ``sign(round_id, index, items)``: this node's signature over one outbound chunk.
 ChunkSigner = Callable[[int, int, Sequence[bytes]], bytes]
@@ -124,7 +124,8 @@ class ChunkSigning:
         """What a refusal of ``page[position]`` (a page signed with ``signature``) carries
         beside it as evidence: the accusation's :class:`~mixnet.trace_signature.PageProof`
         (``None`` for an unsigned page) and this node's (``refuser``'s) signature over the
-        refusal (``None`` without a message signer)."""
+        refusal (``None`` without a message signer). A refused ``duplicate`` accusation also
+        carries the whole page (see :func:`judge`)."""
         proof = None if signature is None else page_proof(page, position, signature)
         signed = None
         if self.sign_message is not None:
@@ -183,6 +184,19 @@ def deliveries(
     return found
 
 
+def evidence_checked(
+    evidence: Accusation, proof: PageProof | None, page: Sequence[Accusation]
+) -> tuple[tuple[Accusation, ...], int]:
+    """What a judge verifies as accusations for a blame's ``evidence``, and the evidence's
+    index in it: the whole ``page`` the blame came with, if it holds the evidence where
+    ``proof`` says (a ``duplicate`` holds only beside its twins), else the evidence alone."""
+    if page and proof is not None and proof.count == len(page):
+        position = proof.position
+        if position < len(page) and page[position] == evidence:
+            return tuple(page), position
+    return (evidence,), 0
+
+
 @dataclass(frozen=True)
 class Judgement:
     """Whom a blame names (``name``) and why (``reason``, one line). ``backed``: the
@@ -204,6 +218,7 @@ def judge(
     proof: PageProof | None = None,
     refusal: bytes | None = None,
     reporter: str = "",
+    page: Sequence[Accusation] = (),
 ) -> Judgement:
     """The mix a blame with ``evidence`` names (``holds``: the evidence verified as an
     accusation; ``reporter``: the mix that passed the blame to the judging one). The
@@ -218,12 +233,15 @@ def judge(
     2. the accuser has an identity here and ``proof`` does not show the evidence on a page it
        signed: the refuser refused, and signed that it refused, an accusation its accuser
        never made; the refuser is named;
-    3. the evidence holds and carries the refuser's signed delivery of the item: the refuser
+    3. a ``duplicate`` evidence without the whole page it was on (``page``, signed by the
+       accuser: :func:`evidence_checked` then put it into ``holds``): only that page shows
+       whether it had a twin, and the refuser withheld it; the refuser is named;
+    4. the evidence holds and carries the refuser's signed delivery of the item: the refuser
        sent a provably bad item and would not trace it; it is named;
-    4. otherwise the accuser could not back its accusation; it is named.
+    5. otherwise the accuser could not back its accusation; it is named.
 
     A mix without an identity here (a chain without signed chunks) is taken at its word, as
-    before signed pages: steps 1 and 2 do not apply to it.
+    before signed pages: steps 1 to 3 do not apply to it.
     """
     accuser = signing.name_at(evidence.hop) or f"hop {evidence.hop}"
     refuser = signing.name_at(evidence.hop - 1)
@@ -248,6 +266,14 @@ def judge(
         return Judgement(
             refuser, f"mix {refuser} refused an accusation that mix {accuser} did not sign"
         )
+    if (
+        accuser_key is not None
+        and evidence.failure is Failure.DUPLICATE
+        and not _on_signed_page(evidence, proof, page, accuser_key, chain, round_id, accuser)
+    ):
+        return Judgement(
+            refuser, f"mix {refuser} refused a duplicate accusation without the page of its twins"
+        )
     if not holds or refuser_key is None:
         return unbacked
     if delivered_by(evidence, refuser, refuser_key, chain_id=chain, round_id=round_id):
@@ -255,3 +281,21 @@ def judge(
             refuser, f"mix {refuser} sent a provably bad item it had signed and would not trace it"
         )
     return unbacked
+
+
+def _on_signed_page(
+    evidence: Accusation,
+    proof: PageProof | None,
+    page: Sequence[Accusation],
+    identity: bytes,
+    chain_id: str,
+    round_id: int,
+    accuser: str,
+) -> bool:
+    """Whether ``page`` is the whole page ``accuser`` signed with the evidence on it."""
+    checked, _ = evidence_checked(evidence, proof, page)
+    if proof is None or len(checked) != len(page) or not page:
+        return False
+    return verify_page(
+        identity, proof.signature, page, chain_id=chain_id, round_id=round_id, signer=accuser
+    )

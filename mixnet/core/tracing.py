@@ -34,7 +34,13 @@ from typing import TYPE_CHECKING, cast
 from mixnet.blame import Accusation, Failure, PayloadValidator, Step, failure_of
 from mixnet.chunk_signature import leaf_hashes
 from mixnet.core.actions import Action, LoadIntake, Persist, Prove, Reply, Send, Verify
-from mixnet.core.deliveries import ReceivedChunk, deliveries, judge, received_index
+from mixnet.core.deliveries import (
+    ReceivedChunk,
+    deliveries,
+    evidence_checked,
+    judge,
+    received_index,
+)
 from mixnet.core.digests import DIGEST_LENGTH, replay_digests
 from mixnet.core.item_index import PairIndex
 from mixnet.core.items import repeated_items
@@ -309,7 +315,8 @@ class TracingMix(MixRounds):
             if not (self.hop + 2 <= reply.evidence.hop and reply.evidence.hop in keys):
                 return [Reply(Accused(sent.round_id, blame=self.successor))]
             checked = BlameChecked(sent.round_id, reply)
-            return [Verify(sent.round_id, (reply.evidence,), keys, checked)]
+            verify, _ = evidence_checked(reply.evidence, reply.proof, reply.evidence_page)
+            return [Verify(sent.round_id, verify, keys, checked)]
         if self.signing is not None and not self.signing.page_signed(
             sent.round_id, self.successor, reply.accusations, reply.signature
         ):  # nothing it said can be shown to anyone: blamed on this mix's word alone
@@ -336,17 +343,18 @@ class TracingMix(MixRounds):
         if isinstance(token, BlameChecked):
             evidence = token.reply.evidence
             assert evidence is not None and self.signing is not None
-            holds = len(results) == 1 and results[0]
             reply = token.reply
+            checked, at = evidence_checked(evidence, reply.proof, reply.evidence_page)
+            holds = len(results) == len(checked) and results[at]
             verdict = judge(
-                evidence, holds, self.signing, token.round_id,
-                proof=reply.proof, refusal=reply.refusal, reporter=self.successor,
+                evidence, holds, self.signing, token.round_id, proof=reply.proof,
+                refusal=reply.refusal, reporter=self.successor, page=reply.evidence_page,
             )  # fmt: skip
             if not verdict.backed:  # the successor made it up: passed on, it would name this mix
                 return [Reply(Accused(token.round_id, blame=verdict.name))]
             backed = Accused(
-                token.round_id, blame=verdict.name, evidence=evidence,
-                proof=reply.proof, refusal=reply.refusal,
+                token.round_id, blame=verdict.name, evidence=evidence, proof=reply.proof,
+                refusal=reply.refusal, evidence_page=reply.evidence_page,
             )  # fmt: skip
             return [Reply(backed)]
         if not isinstance(token, TraceVerified):
@@ -436,9 +444,12 @@ class TracingMix(MixRounds):
                 round_id, self.name, reply.accusations, position, reply.signature
             )
         evidence = reply.accusations[position]
+        # a duplicate holds only beside its twins: the judges need the page it was on
+        page = reply.accusations if evidence.failure is Failure.DUPLICATE else ()
         return Reply(
             Accused(
-                round_id, blame=self.successor, evidence=evidence, proof=proof, refusal=refusal
+                round_id, blame=self.successor, evidence=evidence, proof=proof, refusal=refusal,
+                evidence_page=page,
             )
         )
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mixnet.core.actions import Action, CompactReceipts, Persist, Send, Verify
-from mixnet.core.deliveries import judge
+from mixnet.core.deliveries import evidence_checked, judge
 from mixnet.core.item_index import ItemIndex
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.receipts import ReceiptTable
@@ -137,7 +137,8 @@ class EntryVerdict(MixRounds):
                             st, f"mix {self.successor} reported a blame its evidence does not back"
                         )
                     judged = BlameJudged(st.round_id, reply)
-                    return [Verify(st.round_id, (evidence,), keys, judged)]
+                    verify, _ = evidence_checked(evidence, reply.proof, reply.evidence_page)
+                    return [Verify(st.round_id, verify, keys, judged)]
                 return self._conclude(
                     st,
                     f"mix {self.successor} reported, without evidence, that mix {reply.blame} "
@@ -224,11 +225,12 @@ class EntryVerdict(MixRounds):
             if judged is None or judged.status is not RoundStatus.FORWARDED:
                 return []
             assert evidence is not None and self.signing is not None
-            holds = len(results) == 1 and results[0]
             reply = token.reply
+            checked, at = evidence_checked(evidence, reply.proof, reply.evidence_page)
+            holds = len(results) == len(checked) and results[at]
             verdict = judge(
-                evidence, holds, self.signing, token.round_id,
-                proof=reply.proof, refusal=reply.refusal, reporter=self.successor,
+                evidence, holds, self.signing, token.round_id, proof=reply.proof,
+                refusal=reply.refusal, reporter=self.successor, page=reply.evidence_page,
             )  # fmt: skip
             return self._conclude(judged, verdict.reason)
         if not isinstance(token, VerdictChecked):

@@ -213,3 +213,63 @@ async def test_without_ownership_proofs_a_garbage_layer_aborts_the_round(tmp_pat
     assert (stored is not None and "untraced" in str(stored.get("reason"))) or "without" in str(
         stored
     )
+
+
+@pytest.mark.parametrize("withheld", [True, False], ids=["page withheld", "page sent"])
+async def test_a_mix_that_refuses_a_true_duplicate_is_named_not_its_accuser(
+    tmp_path: Path, withheld: bool
+) -> None:
+    """Four mixes; one client's two onions collide at mix 3, which accuses both inputs
+    (``duplicate``, a true pair). mix 2 refuses the first and blames mix 3. Alone a duplicate
+    never holds, so before the whole page travelled with such a blame the entry mix named
+    mix 3; now mix 2 is named: for withholding the page of the twins, or — with the page,
+    where the pair holds — for refusing an accusation that holds against an item it signed."""
+    from mixnet.blame import Failure
+    from mixnet.core.actions import Reply
+    from mixnet.core.trace_tokens import TraceVerified
+    from mixnet.frames import Accused
+
+    async with (
+        local_chain(tmp_path, CloakProtocol(PARAMS), policy(), mixes=4) as chain,
+        connect(chain.chain) as net,
+    ):
+        middle = chain.mixes[1]
+        honest_verified = middle.machine.verified
+
+        def refusing_verified(token, results, now):  # type: ignore[no-untyped-def]
+            if not isinstance(token, TraceVerified):
+                return honest_verified(token, results, now)
+            page = token.reply.accusations
+            at = next(i for i, a in enumerate(page) if a.failure is Failure.DUPLICATE)
+            signing = middle.machine.signing
+            assert signing is not None
+            signature = token.reply.signature
+            proof, refusal = signing.refusal(token.round_id, "mix2", page, at, signature)
+            framed = Accused(token.round_id, blame="mix3", evidence=page[at], proof=proof,
+                             refusal=refusal, evidence_page=() if withheld else page)  # fmt: skip
+            return [Reply(framed)]
+
+        middle.machine.verified = refusing_verified  # type: ignore[method-assign]
+        info = await net.mixnet.current_round()
+        cid, keys, r = chain.chain.config.chain_id, info.public_keys, info.round_id
+        share = encode_share(1, PARAMS.modulus)
+        items = [wrap(share, keys[1:], chain_id=cid, round_id=r, first_hop=1)
+                 for _ in range(PARAMS.messages)]  # fmt: skip
+        twin = wrap(share, keys[3:], chain_id=cid, round_id=r, first_hop=3)
+        items[0], items[1] = (wrap(twin, keys[1:3], chain_id=cid, round_id=r, first_hop=1)
+                              for _ in range(2))  # fmt: skip
+        box = seal_layer(b"".join(items), keys[0], chain_id=cid, round_id=r, hop_index=0)
+        frame = {"type": "submit", "round": r, "client": "twins", "box": box}
+        async with ws_connect(chain.chain.config.mixes[0].url, compression=None) as ws:
+            await ws.send(encode_frame(frame))
+            assert decode_frame(await ws.recv(), max_size=1 << 20)["type"] == "accepted"  # type: ignore[arg-type]
+        await net.submit_many(VALUES, concurrency=3)
+        with pytest.raises(RoundAborted):
+            await net.result(r, timeout=60)
+        stored = await chain.analyzer.result(r)
+    assert stored is not None and stored["status"] == "aborted"
+    reason = str(stored.get("reason"))
+    if withheld:
+        assert reason == "mix mix2 refused a duplicate accusation without the page of its twins"
+    else:
+        assert reason.startswith("mix mix2 sent a provably bad item it had signed"), reason

@@ -437,3 +437,61 @@ def test_a_restarted_relay_still_backs_its_accusation_with_the_delivery() -> Non
     (extended,) = reply.frame.accusations
     assert extended.delivery is not None and extended.delivery.position == 2
     assert judged(extended, True, signing_for("mix1")) == "mix1"
+
+
+def test_a_refused_duplicate_comes_with_the_page_of_its_twins() -> None:
+    """A ``duplicate`` accusation holds only beside its twins: a relay that refuses one sends
+    the whole page it was on, and every judge checks the evidence on that page."""
+    items = [item(RELAY_ITEM) for _ in range(3)]
+    m = forwarded(items, mixes=4)
+    m.on_trace(Trace(R), NOW)
+    twins = tuple(Accusation(Failure.DUPLICATE, (Step(2, bytes([i]) * 40, bytes(32), bytes(96)),))
+                  for i in (1, 2))  # fmt: skip
+    verify = one(m.on_reply(Trace(R), page(*twins), NOW), Verify)
+    (refusal,) = read_back(m, m.verified(verify.token, [True, True], NOW))  # none of ours
+    assert isinstance(refusal, Reply) and isinstance(refusal.frame, Accused)
+    blame = refusal.frame
+    assert (blame.blame, blame.evidence, blame.evidence_page) == ("mix3", twins[0], twins)
+    assert blame.proof is not None and blame.refusal is not None
+    # mix1 (a judge two hops before the accuser) checks the evidence on the whole page
+    judge_at = forwarded_entry()
+    judge_at.signing = ChunkSigning("c", NAMES[:4], IDENTITIES, None)
+    judge_at.hops = 4
+    _, signed = evidence_of(twins[0], accuser="mix3", refuser="mix2", round_id=1)
+    with_page = Accused(1, blame="mix3", evidence=twins[0], proof=page_proof(
+        twins, 0, page(*twins, round_id=1).signature or b""), refusal=signed,
+        evidence_page=twins)  # fmt: skip
+    checking = one(judge_at.on_reply(Trace(1), with_page, NOW), Verify)
+    assert list(checking.accusations) == list(twins)
+
+
+@pytest.mark.parametrize(
+    ("with_page", "results", "named"),
+    [
+        ("signed", [True, True], "mix3"),  # they pair: mix3 backed it; mix2 has no delivery on it
+        ("signed", [False, False], "mix3"),  # a lone duplicate: mix3's own doing
+        ("none", [False], "mix2"),  # withheld: only the page shows whether it had a twin
+        ("by mix2", [True, True], "mix2"),  # a page mix3 never signed
+    ],
+)
+def test_a_duplicate_blame_is_judged_on_its_page(
+    with_page: str, results: list[bool], named: str
+) -> None:
+    m = forwarded_entry()
+    m.signing = ChunkSigning("c", NAMES[:4], IDENTITIES, None)
+    m.hops = 4
+    twins = tuple(Accusation(Failure.DUPLICATE, (Step(2, bytes([i]) * 40, bytes(32), bytes(96)),))
+                  for i in (1, 2))  # fmt: skip
+    signer = {"signed": "mix3", "by mix2": "mix2"}.get(with_page)
+    proof, refusal = evidence_of(twins[0], accuser="mix3", refuser="mix2", round_id=1)
+    evidence_page: tuple[Accusation, ...] = ()
+    if signer is not None:
+        evidence_page = twins
+        proof = page_proof(twins, 0, page(*twins, by=signer, round_id=1).signature or b"")
+    blame = Accused(1, blame="mix3", evidence=twins[0], proof=proof, refusal=refusal,
+                    evidence_page=evidence_page)  # fmt: skip
+    verify = one(m.on_reply(Trace(1), blame, NOW), Verify)
+    assert len(verify.accusations) == len(results)
+    (abort,) = m.verified(verify.token, results, NOW)
+    assert isinstance(abort, Send) and isinstance(abort.frame, Exclude)
+    assert abort.frame.abort.startswith(f"mix {named} ")

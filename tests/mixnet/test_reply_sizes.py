@@ -65,7 +65,8 @@ def longest_reply(receiver: NodeSettings, *, blame: bool = False) -> bytes:
     if blame:  # evidence from a page as long as any, and the refusal
         on_page = PageProof(MAX_PAGE_COUNT, 0, (b"\x07" * 32,) * 16, b"\x08" * 64)
         frame = Accused(
-            2**32 - 1, (), 0, blame="x" * 64, evidence=one, proof=on_page, refusal=b"\x09" * 64
+            2**32 - 1, (), 0, blame="x" * 64, evidence=one, proof=on_page, refusal=b"\x09" * 64,
+            evidence_page=(one,) * cap,
         )
     return encode_frame(to_wire(frame))
 
