@@ -132,6 +132,29 @@ async def test_chunks_smaller_than_a_submission_still_exclude_it(tmp_path: Path)
     assert Fraction(result.raw["estimate_exact"]) == honest_sum()
 
 
+async def submit_twins(chain: LocalChain, net: ChainClient, *, collide_at: int,
+                       proven: bool) -> int:  # fmt: skip
+    """Submit, as client ``twins``, a box whose first two onions are distinct up to mix
+    ``collide_at`` (a 0-based hop after the entry's) and peel there to one onion; returns the
+    round."""
+    info = await net.mixnet.current_round()
+    cid, keys, r = chain.chain.config.chain_id, info.public_keys, info.round_id
+    share = encode_share(1, PARAMS.modulus)
+    items = [wrap(share, keys[1:], chain_id=cid, round_id=r, first_hop=1, proven=proven)
+             for _ in range(PARAMS.messages)]  # fmt: skip
+    twin = wrap(share, keys[collide_at:], chain_id=cid, round_id=r, first_hop=collide_at,
+                proven=proven)  # fmt: skip
+    items[0], items[1] = (wrap(twin, keys[1:collide_at], chain_id=cid, round_id=r, first_hop=1,
+                               proven=proven) for _ in range(2))  # fmt: skip
+    assert items[0] != items[1]  # distinct at the entry mix and at mix 2
+    box = seal_layer(b"".join(items), keys[0], chain_id=cid, round_id=r, hop_index=0)
+    frame = {"type": "submit", "round": r, "client": "twins", "box": box}
+    async with ws_connect(chain.chain.config.mixes[0].url, compression=None) as ws:
+        await ws.send(encode_frame(frame))
+        assert decode_frame(await ws.recv(), max_size=1 << 20)["type"] == "accepted"  # type: ignore[arg-type]
+    return r
+
+
 @pytest.mark.parametrize("proven", [False, True], ids=["plain", "proven"])
 async def test_two_onions_that_collide_at_a_later_mix_are_traced_and_excluded(
     tmp_path: Path, proven: bool
@@ -146,20 +169,7 @@ async def test_two_onions_that_collide_at_a_later_mix_are_traced_and_excluded(
                     ownership_proofs=proven) as chain,
         connect(chain.chain) as net,
     ):  # fmt: skip
-        info = await net.mixnet.current_round()
-        cid, keys, r = chain.chain.config.chain_id, info.public_keys, info.round_id
-        share = encode_share(1, PARAMS.modulus)
-        items = [wrap(share, keys[1:], chain_id=cid, round_id=r, first_hop=1, proven=proven)
-                 for _ in range(PARAMS.messages)]  # fmt: skip
-        twin = wrap(share, keys[2:], chain_id=cid, round_id=r, first_hop=2, proven=proven)
-        items[0], items[1] = (wrap(twin, keys[1:2], chain_id=cid, round_id=r, first_hop=1,
-                                   proven=proven) for _ in range(2))  # fmt: skip
-        assert items[0] != items[1]  # distinct at the entry mix and at mix 2
-        box = seal_layer(b"".join(items), keys[0], chain_id=cid, round_id=r, hop_index=0)
-        frame = {"type": "submit", "round": r, "client": "twins", "box": box}
-        async with ws_connect(chain.chain.config.mixes[0].url, compression=None) as ws:
-            await ws.send(encode_frame(frame))
-            assert decode_frame(await ws.recv(), max_size=1 << 20)["type"] == "accepted"  # type: ignore[arg-type]
+        r = await submit_twins(chain, net, collide_at=2, proven=proven)
         await net.submit_many(VALUES, concurrency=3)
         result = await net.result(r, timeout=60)
         dropped = [dropped_in(mix.status(), r) for mix in chain.mixes]
@@ -250,19 +260,7 @@ async def test_a_mix_that_refuses_a_true_duplicate_is_named_not_its_accuser(
             return [Reply(framed)]
 
         middle.machine.verified = refusing_verified  # type: ignore[method-assign]
-        info = await net.mixnet.current_round()
-        cid, keys, r = chain.chain.config.chain_id, info.public_keys, info.round_id
-        share = encode_share(1, PARAMS.modulus)
-        items = [wrap(share, keys[1:], chain_id=cid, round_id=r, first_hop=1)
-                 for _ in range(PARAMS.messages)]  # fmt: skip
-        twin = wrap(share, keys[3:], chain_id=cid, round_id=r, first_hop=3)
-        items[0], items[1] = (wrap(twin, keys[1:3], chain_id=cid, round_id=r, first_hop=1)
-                              for _ in range(2))  # fmt: skip
-        box = seal_layer(b"".join(items), keys[0], chain_id=cid, round_id=r, hop_index=0)
-        frame = {"type": "submit", "round": r, "client": "twins", "box": box}
-        async with ws_connect(chain.chain.config.mixes[0].url, compression=None) as ws:
-            await ws.send(encode_frame(frame))
-            assert decode_frame(await ws.recv(), max_size=1 << 20)["type"] == "accepted"  # type: ignore[arg-type]
+        r = await submit_twins(chain, net, collide_at=3, proven=False)
         await net.submit_many(VALUES, concurrency=3)
         with pytest.raises(RoundAborted):
             await net.result(r, timeout=60)
