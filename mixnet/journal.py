@@ -49,8 +49,9 @@ CREATE TABLE IF NOT EXISTS kept (
 """
 
 
-class JournalError(Exception):
-    """The journal file cannot be created, opened or written (the message says which)."""
+class JournalError(OSError):
+    """The journal file cannot be created, opened or written (the message says which). An
+    :class:`OSError`: what a command line reports as a file error."""
 
 
 class OutcomeUnknown(MixnetError):

@@ -142,7 +142,10 @@ def add_submit_parser(sub: Any) -> None:
         "(stored) before this returns. Prints one JSON line per value with its round; "
         "with --wait, then waits for each round's result and prints it as JSON. On a chain "
         "with [admission], --key signs the submission with a client key (one VALUE: one "
-        "submission per key per round).",
+        "submission per key per round). With --journal and --client-id the submission is "
+        "counted once even if this command is killed before the receipt and run again: the "
+        "frame is on disk before it is sent, and a rerun with the same id resends it "
+        "(docs/protocol.md, 'Exactly once from the client's side').",
     )
     p_submit.add_argument("--chain", type=Path, required=True, help="the chain file (TOML)")
     p_submit.add_argument("values", type=_unit_value, nargs="+", metavar="VALUE")
@@ -170,12 +173,30 @@ def add_submit_parser(sub: Any) -> None:
         help="with --key: the issuer's admission token for the key (base64, from cloaknet "
         "keygen --token-for), when the key is not listed in [admission] clients",
     )
+    p_submit.add_argument(
+        "--journal",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="sqlite file (created, mode 0600) that keeps the submission from before it is "
+        "sent until it is acknowledged, so that running the same command again after a crash "
+        "counts the value once; takes exactly one VALUE and --client-id (or --key)",
+    )
+    p_submit.add_argument(
+        "--client-id",
+        default=None,
+        metavar="ID",
+        help="the client id of the submission (1 to 128 printable characters; default: a random "
+        "one, or the key's with --key); with --journal it must stay the same for the value "
+        "across reruns, e.g. the report's id",
+    )
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
     """Run ``cloaknet submit``; returns 0 (errors propagate to the CLI's ``main``).
 
-    :raises CloakError: ``--key`` with more than one value, or ``--token`` without ``--key``.
+    :raises CloakError: ``--key``, ``--journal`` or ``--client-id`` with more than one value,
+        ``--token`` without ``--key``, or ``--journal`` without a client id.
     """
     from cloaknet.errors import CloakError
 
@@ -183,6 +204,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise CloakError("--key submits one VALUE (one submission per client key per round)")
     if args.token is not None and args.key is None:
         raise CloakError("--token needs --key (the client key the token admits)")
+    if (args.journal is not None or args.client_id is not None) and len(args.values) != 1:
+        raise CloakError("--journal and --client-id submit one VALUE")
+    if args.journal is not None and args.client_id is None and args.key is None:
+        raise CloakError("--journal needs --client-id (or --key): the id that stays with the value")
     return asyncio.run(
         _submit(
             args.chain,
@@ -191,6 +216,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             key=args.key,
             token=args.token,
+            journal=args.journal,
+            client_id=args.client_id,
         )
     )
 
@@ -203,11 +230,19 @@ async def _submit(
     timeout: float,
     key: Path | None = None,
     token: str | None = None,
+    journal: Path | None = None,
+    client_id: str | None = None,
 ) -> int:
     from cloaknet.client import connect
 
-    async with connect(chain, retry_for=timeout, credential=key, token=token) as net:
-        receipts = await net.submit_many(values)
+    async with connect(
+        chain, retry_for=timeout, credential=key, token=token, journal=journal
+    ) as net:
+        if journal is not None or client_id is not None or key is not None:
+            (value,) = values
+            receipts = [await net.submit(value, client_id=client_id)]
+        else:
+            receipts = await net.submit_many(values)
         for value, receipt in zip(values, receipts, strict=True):
             print(json.dumps({"value": value, "round": receipt.round}))
         if wait:

@@ -138,3 +138,40 @@ async def test_a_value_stored_in_a_round_that_closed_since_is_not_sent_again(
             offer = entry.offer()
             assert offer is None or offer.clients == 0  # the next round got nothing
         assert SubmissionJournal(journal).kept() == []
+
+
+async def test_the_command_line_counts_a_rerun_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cloaknet submit --journal F --client-id ID VALUE`` run twice (a cron job rerun after
+    a crash that left the frame kept): the second run resends the kept frame and prints the
+    same round; the round counts one user, not two."""
+    import asyncio
+    import json
+
+    from cloaknet.chainfile import write_chain_file
+    from cloaknet.cli import main
+
+    journal, chain_file = tmp_path / "journal.db", tmp_path / "chain.toml"
+    pol = RoundPolicy(min_users=2, max_users=2, deadline_seconds=60.0)
+    async with local_chain(tmp_path, CloakProtocol(PARAMS), pol) as chain:
+        write_chain_file(chain_file, chain.chain.config, PARAMS)
+        async with connect(chain.chain) as net:
+            kept = await kept_frame(net, 0.25, "report-7")
+            with SubmissionJournal(journal) as book:
+                book.keep(kept)
+            await send_submission(net.mixnet._pick(), kept.frame(), round_id=kept.round_id,
+                                  client="report-7", give_up=1e18)  # fmt: skip
+        argv = ["submit", "--chain", str(chain_file), "--journal", str(journal),
+                "--client-id", "report-7", "--timeout", "30", "0.25"]  # fmt: skip
+        capsys.readouterr()
+        assert await asyncio.to_thread(main, argv) == 0
+        assert json.loads(capsys.readouterr().out) == {"value": 0.25, "round": kept.round_id}
+        async with connect(chain.chain) as net:
+            await net.submit(0.5)  # the second user closes the round
+            assert (await net.result(kept.round_id, timeout=60)).users == 2
+    assert main(["submit", "--chain", str(chain_file), "--journal", str(journal), "0.1"]) == 2
+    assert "--journal needs --client-id" in capsys.readouterr().err
+    argv = ["submit", "--chain", str(chain_file), "--client-id", "x", "0.1", "0.2"]
+    assert main(argv) == 2
+    assert "one VALUE" in capsys.readouterr().err
