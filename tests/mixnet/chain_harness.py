@@ -18,7 +18,10 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from nacl.signing import SigningKey
+
 from mixnet.blame import Accusation, Failure, Step
+from mixnet.chunk_signature import sign_chunk
 from mixnet.core.actions import (
     Action,
     CompactReceipts,
@@ -33,6 +36,7 @@ from mixnet.core.actions import (
     Send,
     Verify,
 )
+from mixnet.core.deliveries import ChunkSigning
 from mixnet.core.entry import EntryMachine
 from mixnet.core.intake import SEED_LENGTH
 from mixnet.core.outbound import permuted_chunks
@@ -310,17 +314,24 @@ class Client:
 
 
 class MemoryChain:
-    """``mixes`` round machines and a sink wired together in memory."""
+    """``mixes`` round machines and a sink wired together in memory. With ``signed`` (the
+    default) every mix has an Ed25519 identity, as on a real chain: mixes sign their chunks
+    (all but the last) and their trace pages and refusals, and check their predecessor's
+    chunks and their successor's pages."""
 
     def __init__(
-        self, *, mixes: int, messages: int, policy: RoundPolicy, seed: int = 0
-    ) -> None:
+        self, *, mixes: int, messages: int, policy: RoundPolicy, seed: int = 0,
+        signed: bool = True,
+    ) -> None:  # fmt: skip
         self.mixes = mixes
         self.messages = messages
         self.policy = policy
         self.rng = random.Random(seed)
         self.now = 1000.0
         self.nodes = [Node(i, f"mix{i + 1}") for i in range(mixes)] + [Node(mixes, "sink")]
+        self.identities = {
+            node.name: SigningKey(bytes([node.index + 101]) * 32) for node in self.nodes[:mixes]
+        } if signed else {}  # fmt: skip
         self.exchanges: dict[int, Exchange] = {}
         self._ids = itertools.count(1)
         self.clients: list[Client] = []
@@ -348,6 +359,24 @@ class MemoryChain:
 
         return make
 
+    def _signing(self, node: Node) -> ChunkSigning | None:
+        """The node's signer and the chain's identities (``None`` on an unsigned chain)."""
+        if not self.identities:
+            return None
+        key = self.identities[node.name]
+        names = tuple(n.name for n in self.nodes[: self.mixes])
+        public = {name: bytes(k.verify_key) for name, k in self.identities.items()}
+
+        def sign(round_id: int, index: int, items: Sequence[bytes]) -> bytes:
+            return sign_chunk(key, chain_id="mem", round_id=round_id, sender=node.name,
+                              index=index, items=list(items))  # fmt: skip
+
+        def sign_message(message: bytes) -> bytes:
+            return bytes(key.sign(message).signature)
+
+        last = node.index == self.mixes - 1
+        return ChunkSigning("mem", names, public, None if last else sign, sign_message)
+
     def onion_length(self, hop: int) -> int:
         """What hop ``hop`` receives: a submission box at the entry mix (one fake layer
         around ``messages`` inner onions), an onion elsewhere."""
@@ -371,6 +400,7 @@ class MemoryChain:
                 keys=self._keys(node),
                 successor=self.nodes[1].name,
                 validator=valid_payload,
+                signing=self._signing(node),
             )
         elif node.index < self.mixes:
             node.machine, actions = RelayMachine.restore(
@@ -385,6 +415,7 @@ class MemoryChain:
                 successor=self.nodes[node.index + 1].name,
                 last=node.index == self.mixes - 1,
                 validator=valid_payload,
+                signing=self._signing(node),
             )
         else:
             node.machine, actions = SinkMachine.restore(
