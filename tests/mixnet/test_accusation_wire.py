@@ -99,3 +99,49 @@ def test_an_exclude_frame_may_carry_more_items_than_a_chunk_up_to_its_cap() -> N
         parse_request("exclude", to_wire(eight), limits)
     with pytest.raises(WrongCount):  # without a cap of its own: a chunk's worth
         parse_request("exclude", to_wire(seven), FrameLimits("c", item_length=80, chunk_items=4))
+
+
+def test_a_signed_page_and_a_blame_with_its_evidence_round_trip() -> None:
+    from mixnet.frames import Accused, FrameLimits, parse_reply, to_wire
+    from mixnet.trace_signature import PageProof
+
+    limits = FrameLimits(chain_id="c", item_length=80, chunk_items=4, mixes=3)
+    page = Accused(7, (ACC, DELIVERED), 1, signature=b"s" * 64, more=True)
+    assert parse_reply(to_wire(page), limits) == page
+    twin = Accusation(Failure.DUPLICATE, (STEP,))
+    blame = Accused(7, blame="mix3", evidence=twin, proof=PageProof(2, 1, (b"h" * 32,), b"g" * 64),
+                    refusal=b"r" * 64, evidence_page=(ACC, twin))  # fmt: skip
+    assert parse_reply(to_wire(blame), limits) == blame
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"signature": b"s" * 63}, BadLength),
+        ({"signature": "text"}, MalformedFrame),
+        ({"refusal": b"r" * 65}, BadLength),
+        ({"evidence_proof": "no"}, MalformedFrame),
+        ({"evidence_proof": {"count": 0, "position": 0, "path": [], "signature": b"g" * 64}},
+         MalformedFrame),
+        ({"evidence_proof": {"count": 2, "position": 2, "path": [], "signature": b"g" * 64}},
+         MalformedFrame),
+        ({"evidence_proof": {"count": 1 << 16, "position": 0, "path": [],
+                             "signature": b"g" * 64}}, MalformedFrame),
+        ({"evidence_proof": {"count": 2, "position": 0, "path": [b"h" * 31],
+                             "signature": b"g" * 64}}, BadLength),
+        ({"evidence_proof": {"count": 2, "position": 0, "path": [b"h" * 32] * 33,
+                             "signature": b"g" * 64}}, WrongCount),
+        ({"evidence_page": [accusation_to_wire(ACC)] * 5}, MalformedFrame),  # over a page
+        ({"evidence_page": ["x"]}, MalformedFrame),
+        ({"evidence_page": "x"}, MalformedFrame),
+    ],
+)
+def test_malformed_signatures_and_evidence_are_refused(
+    change: dict[str, object], error: type[Exception]
+) -> None:
+    from mixnet.frames import Accused, FrameLimits, parse_reply, to_wire
+
+    limits = FrameLimits(chain_id="c", item_length=80, chunk_items=4, mixes=3)
+    blame = to_wire(Accused(7, blame="mix3", evidence=ACC))
+    with pytest.raises(error):
+        parse_reply({**blame, **change}, limits)
