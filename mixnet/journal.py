@@ -92,7 +92,8 @@ class KeptSubmission:
 
 class SubmissionJournal:
     """The ``submit`` frames a client sent and has no answer for yet (module docstring),
-    at most one per client id.
+    at most one per client id: submit a value under its id once at a time (two concurrent
+    submissions under one id would share, and overwrite, one kept frame).
 
     :raises JournalError: ``path``'s directory does not exist, or the file cannot be created
         (mode 0600) or used as a journal.
