@@ -13,6 +13,8 @@ PageProof`): :func:`page_proof_to_wire` and :func:`parse_page_proof`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from mixnet.blame import SECRET_LENGTH, Accusation, Failure, Step
 from mixnet.chunk_signature import MAX_PATH, SIGNATURE_LENGTH, Delivery
 from mixnet.dleq import PROOF_LENGTH
@@ -20,7 +22,14 @@ from mixnet.errors import BadLength, MalformedFrame
 from mixnet.trace_signature import PageProof
 from mixnet.wire import MAX_NAME_LENGTH, get_bytes, get_bytes_list, get_int, get_str
 
-__all__ = ["accusation_to_wire", "page_proof_to_wire", "parse_accusations", "parse_page_proof"]
+__all__ = [
+    "accusation_to_wire",
+    "evidence_to_wire",
+    "page_proof_to_wire",
+    "parse_accusations",
+    "parse_evidence",
+    "parse_page_proof",
+]
 
 #: Most accusations a signed page may claim to hold (a page holds at most a chunk's worth).
 MAX_PAGE_COUNT = (1 << 16) - 1
@@ -134,3 +143,46 @@ def parse_page_proof(raw: object) -> PageProof:
         path=tuple(get_bytes_list(raw, "path", item_length=32, max_count=MAX_PATH)),
         signature=get_bytes(raw, "signature", length=SIGNATURE_LENGTH),
     )
+
+
+def evidence_to_wire(
+    evidence: Accusation | None,
+    proof: PageProof | None,
+    refusal: bytes | None,
+    page: tuple[Accusation, ...],
+) -> dict[str, object]:
+    """A blame's optional fields of an ``accused`` reply: ``evidence``, ``evidence_proof``,
+    ``refusal`` and ``evidence_page``, those that are set."""
+    wire: dict[str, object] = {}
+    if evidence is not None:
+        wire["evidence"] = accusation_to_wire(evidence)
+    if proof is not None:
+        wire["evidence_proof"] = page_proof_to_wire(proof)
+    if refusal is not None:
+        wire["refusal"] = refusal
+    if page:
+        wire["evidence_page"] = [accusation_to_wire(a) for a in page]
+    return wire
+
+
+def parse_evidence(
+    frame: Mapping[str, object], *, max_count: int, max_steps: int, max_item_length: int
+) -> tuple[Accusation | None, PageProof | None, bytes | None, tuple[Accusation, ...]]:
+    """Read a blame's optional fields (:func:`evidence_to_wire`) of an ``accused`` reply:
+    ``(evidence, proof, refusal, page)``, absent ones ``None`` (``()`` for the page, of at
+    most ``max_count`` accusations, each read as :func:`parse_accusations` reads them).
+
+    :raises MalformedFrame, BadLength, WrongCount: a type, count or length is wrong.
+    """
+    shape = {"max_steps": max_steps, "max_item_length": max_item_length}
+    evidence = None
+    if "evidence" in frame:
+        (evidence,) = parse_accusations([frame["evidence"]], max_count=1, **shape)
+    proof = parse_page_proof(frame["evidence_proof"]) if "evidence_proof" in frame else None
+    refusal = None
+    if "refusal" in frame:
+        refusal = get_bytes(frame, "refusal", length=SIGNATURE_LENGTH)
+    page: tuple[Accusation, ...] = ()
+    if "evidence_page" in frame:
+        page = parse_accusations(frame["evidence_page"], max_count=max_count, **shape)
+    return evidence, proof, refusal, page

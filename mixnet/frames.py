@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from mixnet.accusation_wire import (
     accusation_to_wire,
-    page_proof_to_wire,
+    evidence_to_wire,
     parse_accusations,
-    parse_page_proof,
+    parse_evidence,
 )
 from mixnet.admission import CREDENTIAL_LENGTH, TOKEN_LENGTH
 from mixnet.announcement_wire import (
@@ -381,14 +381,9 @@ def to_wire(frame: Frame) -> dict[str, object]:
                 "untraced": frame.untraced,
                 "blame": frame.blame,
             }
-            if frame.evidence is not None:
-                accused["evidence"] = accusation_to_wire(frame.evidence)
-            if frame.proof is not None:
-                accused["evidence_proof"] = page_proof_to_wire(frame.proof)
-            if frame.refusal is not None:
-                accused["refusal"] = frame.refusal
-            if frame.evidence_page:
-                accused["evidence_page"] = [accusation_to_wire(a) for a in frame.evidence_page]
+            accused.update(
+                evidence_to_wire(frame.evidence, frame.proof, frame.refusal, frame.evidence_page)
+            )
             if frame.signature is not None:
                 accused["signature"] = frame.signature
             if frame.more:
@@ -580,14 +575,8 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
         return BatchAck(_round(frame), get_int(frame, "chunk", min_value=0, max_value=ROUND_ID_MAX))
     if kind == "accused":
         shape = {"max_steps": max(limits.mixes, 1), "max_item_length": limits.item_length}
-        evidence = None
-        if "evidence" in frame:
-            (evidence,) = parse_accusations([frame["evidence"]], max_count=1, **shape)
-        proof = parse_page_proof(frame["evidence_proof"]) if "evidence_proof" in frame else None
         cap = max(2, limits.chunk_items)  # as many as a page: at most accusation_cap
-        page: tuple[Accusation, ...] = ()
-        if "evidence_page" in frame:
-            page = parse_accusations(frame["evidence_page"], max_count=cap, **shape)
+        evidence, proof, refusal, page = parse_evidence(frame, max_count=cap, **shape)
         return Accused(
             round_id=_round(frame),
             accusations=parse_accusations(frame.get("accusations"), max_count=cap, **shape),
@@ -597,7 +586,7 @@ def parse_reply(frame: Mapping[str, object], limits: FrameLimits) -> Frame:
             more=get_bool(frame, "more") if "more" in frame else False,
             signature=_optional_bytes(frame, "signature", SIGNATURE_LENGTH),
             proof=proof,
-            refusal=_optional_bytes(frame, "refusal", SIGNATURE_LENGTH),
+            refusal=refusal,
             evidence_page=page,
         )
     if kind == "excluded":
