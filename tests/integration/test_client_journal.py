@@ -15,6 +15,7 @@ from cloaknet.protocols import CloakProtocol
 from mixnet.chain import RoundPolicy
 from mixnet.client import send_submission
 from mixnet.core.entry import EntryMachine
+from mixnet.core.intake import submission_digest
 from mixnet.journal import KeptSubmission, SubmissionJournal
 
 USERS = 4
@@ -175,3 +176,40 @@ async def test_the_command_line_counts_a_rerun_once(
     argv = ["submit", "--chain", str(chain_file), "--client-id", "x", "0.1", "0.2"]
     assert main(argv) == 2
     assert "one VALUE" in capsys.readouterr().err
+
+
+async def test_a_signed_submission_is_resent_signed_as_it_was(tmp_path: Path) -> None:
+    """On a chain with admission the client id is the key's credential and the kept frame
+    carries the credential and the signature: the restarted client resends it as it was
+    and gets the first receipt back, in a round that has closed since."""
+    from nacl.signing import SigningKey
+
+    from mixnet.admission import Admission, credential_client_id
+
+    keys = [SigningKey.generate() for _ in range(USERS)]
+    admission = Admission(tuple(bytes(k.verify_key) for k in keys))
+    journal = tmp_path / "journal.db"
+    async with local_chain(tmp_path, CloakProtocol(PARAMS), policy(),
+                           admission=admission) as chain:  # fmt: skip
+        first_key = keys[0]
+        client = credential_client_id(bytes(first_key.verify_key))
+        async with connect(chain.chain, credential=first_key, journal=journal) as net:
+            info = await net.mixnet.current_round()
+            payloads = net._payloads(VALUES[0], False)
+            box, _, signature = net.mixnet._seal(payloads, info)
+            assert signature is not None
+            kept = KeptSubmission(client, info.round_id, box, bytes(first_key.verify_key),
+                                  signature)  # fmt: skip
+            assert net.mixnet.journal is not None
+            net.mixnet.journal.keep(kept)
+            await send_submission(net.mixnet._pick(), kept.frame(), round_id=kept.round_id,
+                                  client=client, give_up=1e18)  # fmt: skip
+        for key, value in zip(keys[1:], VALUES[1:], strict=True):  # the round fills up
+            async with connect(chain.chain, credential=key) as other:
+                await other.submit(value)
+        async with connect(chain.chain, credential=first_key, journal=journal) as restarted:
+            receipt = await restarted.submit(VALUES[0])
+            assert (receipt.round, receipt.client) == (kept.round_id, client)
+            assert receipt.digest == submission_digest(kept.box)
+            assert (await restarted.result(kept.round_id, timeout=60)).users == USERS
+        assert SubmissionJournal(journal).kept() == []
