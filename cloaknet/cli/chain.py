@@ -132,6 +132,17 @@ def _unit_value(text: str) -> float:
     return value
 
 
+def _client_id(text: str) -> str:
+    """A ``--client-id``: 1 to 128 printable characters (what the entry mix accepts)."""
+    from mixnet.frames import MAX_CLIENT_ID_LENGTH
+
+    if not 0 < len(text) <= MAX_CLIENT_ID_LENGTH or not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"expected 1 to {MAX_CLIENT_ID_LENGTH} printable characters, got {len(text)}"
+        )
+    return text
+
+
 def add_submit_parser(sub: Any) -> None:
     """Add the ``submit`` command to the subparsers ``sub``."""
     p_submit = sub.add_parser(
@@ -184,6 +195,7 @@ def add_submit_parser(sub: Any) -> None:
     )
     p_submit.add_argument(
         "--client-id",
+        type=_client_id,
         default=None,
         metavar="ID",
         help="the client id of the submission (1 to 128 printable characters; default: a random "
@@ -196,7 +208,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     """Run ``cloaknet submit``; returns 0 (errors propagate to the CLI's ``main``).
 
     :raises CloakError: ``--key``, ``--journal`` or ``--client-id`` with more than one value,
-        ``--token`` without ``--key``, or ``--journal`` without a client id.
+        ``--token`` without ``--key``, ``--client-id`` with ``--key``, or ``--journal``
+        without a client id.
     """
     from cloaknet.errors import CloakError
 
@@ -206,6 +219,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise CloakError("--token needs --key (the client key the token admits)")
     if (args.journal is not None or args.client_id is not None) and len(args.values) != 1:
         raise CloakError("--journal and --client-id submit one VALUE")
+    if args.client_id is not None and args.key is not None:
+        raise CloakError("--client-id and --key do not go together: the key's text is the id")
     if args.journal is not None and args.client_id is None and args.key is None:
         raise CloakError("--journal needs --client-id (or --key): the id that stays with the value")
     return asyncio.run(

@@ -176,6 +176,17 @@ async def test_the_command_line_counts_a_rerun_once(
     argv = ["submit", "--chain", str(chain_file), "--client-id", "x", "0.1", "0.2"]
     assert main(argv) == 2
     assert "one VALUE" in capsys.readouterr().err
+    argv = ["submit", "--chain", str(chain_file), "--client-id", "x", "--key", "k.key", "0.1"]
+    assert main(argv) == 2
+    assert "do not go together" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad_id:  # argparse: usage error
+        main(["submit", "--chain", str(chain_file), "--client-id", "x" * 129, "0.1"])
+    assert bad_id.value.code == 2
+    assert "printable characters" in capsys.readouterr().err
+    argv = ["submit", "--chain", str(chain_file), "--journal", str(tmp_path / "no" / "j.db"),
+            "--client-id", "x", "0.1"]  # fmt: skip
+    assert await asyncio.to_thread(main, argv) == 4  # a file error (EXIT_OS), in one line
+    assert "directory of the journal does not exist" in capsys.readouterr().err
 
 
 async def test_a_signed_submission_is_resent_signed_as_it_was(tmp_path: Path) -> None:
