@@ -248,6 +248,15 @@ class ChainClient:
                 opened.close()
             raise
 
+    @property
+    def journal(self) -> SubmissionJournal | None:
+        """The submission journal (``None`` without one): :meth:`~mixnet.journal.
+        SubmissionJournal.kept` lists what a restarted application still has to submit again
+        under the same client ids, and :meth:`~mixnet.journal.SubmissionJournal.discard`
+        gives up on one (after ``outcome-unknown``, accepting that the value may count
+        twice)."""
+        return self.mixnet.journal
+
     async def aclose(self) -> None:
         """Close every connection and the thread pool (idempotent); later requests raise
         :class:`~mixnet.errors.LinkClosed`."""

@@ -95,6 +95,8 @@ async def test_a_kept_round_the_entry_mix_no_longer_knows_is_reported(tmp_path: 
             with pytest.raises(SubmissionRejected) as raised:
                 await restarted.submit(VALUES[0], client_id="lost")
             assert raised.value.code == "outcome-unknown"
+            assert restarted.journal is not None
+            assert restarted.journal.kept() == [forgotten]  # what the application sees
             assert (await restarted.mixnet.current_round()).round_id == kept.round_id
             entry = chain.mixes[0].machine
             assert isinstance(entry, EntryMachine)
