@@ -202,16 +202,12 @@ class Trace:
 @dataclass(frozen=True)
 class Accused:
     """successor → mix: evidence against items of the mix's output (``accusations``, each
-    about an input of the successor), ``untraced`` items dropped further down without
-    evidence, and ``blame``: the name of the mix a blame names (then the round aborts), or
-    empty; ``evidence`` is the accusation a mix made and its predecessor refused (anyone can
-    judge it: :func:`mixnet.core.deliveries.judge`), ``proof`` shows it on a page its
-    accuser signed and ``refusal`` is the refuser's signature over it
-    (:mod:`mixnet.trace_signature`). ``signature`` is the sender's over the page of
-    ``accusations``. ``evidence_page`` is the whole page the evidence was on, which a refused
-    ``duplicate`` accusation comes with (it holds only beside its twins on that page).
-    ``more``: this is one page of the accusations and the next page (``Trace.page + 1``) may
-    hold more."""
+    about an input of the successor; ``signature``: the sender's over this page), ``untraced``
+    items dropped further down without evidence, ``more``: the next page (``Trace.page + 1``)
+    may hold more. A blame names a mix (``blame``; the round then aborts) by ``evidence``, an
+    accusation a mix made and its predecessor refused, with ``proof`` that it was on a page
+    its accuser signed, the refuser's ``refusal`` and, for a ``duplicate``, the whole
+    ``evidence_page`` (:func:`mixnet.core.deliveries.judge`, :mod:`mixnet.trace_signature`)."""
 
     round_id: int
     accusations: tuple[Accusation, ...] = ()

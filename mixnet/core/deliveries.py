@@ -25,6 +25,7 @@ from mixnet.blame import Accusation, Failure, delivered_by
 from mixnet.chunk_signature import ChunkTree, Delivery, root_of_leaves, verify_chunk
 from mixnet.core.item_index import ItemIndex
 from mixnet.errors import BadSignature
+from mixnet.frames import Accused
 from mixnet.trace_signature import (
     PageProof,
     Signer,
@@ -40,7 +41,14 @@ from mixnet.trace_signature import (
 #: otherwise).
 _verify_key = functools.lru_cache(maxsize=64)(VerifyKey)
 
-__all__ = ["ChunkSigning", "Judgement", "ReceivedChunk", "evidence_checked", "judge"]
+__all__ = [
+    "ChunkSigning",
+    "Judgement",
+    "ReceivedChunk",
+    "evidence_checked",
+    "judge",
+    "judge_blame",
+]
 
 #: ``sign(round_id, index, items)``: this node's signature over one outbound chunk.
 ChunkSigner = Callable[[int, int, Sequence[bytes]], bytes]
@@ -281,6 +289,22 @@ def judge(
             refuser, f"mix {refuser} sent a provably bad item it had signed and would not trace it"
         )
     return unbacked
+
+
+def judge_blame(
+    blame: Accused, results: Sequence[bool], signing: ChunkSigning, *, reporter: str
+) -> Judgement:
+    """:func:`judge` for a ``blame`` reply with evidence, whose accusations
+    :func:`evidence_checked` gave were verified to ``results`` (one each); ``reporter`` is the
+    judging mix's successor, which sent the blame."""
+    evidence = blame.evidence
+    assert evidence is not None
+    checked, at = evidence_checked(evidence, blame.proof, blame.evidence_page)
+    holds = len(results) == len(checked) and results[at]
+    return judge(
+        evidence, holds, signing, blame.round_id, proof=blame.proof, refusal=blame.refusal,
+        reporter=reporter, page=blame.evidence_page,
+    )  # fmt: skip
 
 
 def _on_signed_page(

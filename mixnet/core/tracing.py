@@ -38,7 +38,7 @@ from mixnet.core.deliveries import (
     ReceivedChunk,
     deliveries,
     evidence_checked,
-    judge,
+    judge_blame,
     received_index,
 )
 from mixnet.core.digests import DIGEST_LENGTH, replay_digests
@@ -341,19 +341,13 @@ class TracingMix(MixRounds):
             if ended:
                 return ended
         if isinstance(token, BlameChecked):
-            evidence = token.reply.evidence
-            assert evidence is not None and self.signing is not None
+            assert self.signing is not None
             reply = token.reply
-            checked, at = evidence_checked(evidence, reply.proof, reply.evidence_page)
-            holds = len(results) == len(checked) and results[at]
-            verdict = judge(
-                evidence, holds, self.signing, token.round_id, proof=reply.proof,
-                refusal=reply.refusal, reporter=self.successor, page=reply.evidence_page,
-            )  # fmt: skip
+            verdict = judge_blame(reply, results, self.signing, reporter=self.successor)
             if not verdict.backed:  # the successor made it up: passed on, it would name this mix
                 return [Reply(Accused(token.round_id, blame=verdict.name))]
             backed = Accused(
-                token.round_id, blame=verdict.name, evidence=evidence, proof=reply.proof,
+                token.round_id, blame=verdict.name, evidence=reply.evidence, proof=reply.proof,
                 refusal=reply.refusal, evidence_page=reply.evidence_page,
             )  # fmt: skip
             return [Reply(backed)]

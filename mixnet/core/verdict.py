@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mixnet.core.actions import Action, CompactReceipts, Persist, Send, Verify
-from mixnet.core.deliveries import evidence_checked, judge
+from mixnet.core.deliveries import evidence_checked, judge_blame
 from mixnet.core.item_index import ItemIndex
 from mixnet.core.policy import RoundPolicy
 from mixnet.core.receipts import ReceiptTable
@@ -221,17 +221,10 @@ class EntryVerdict(MixRounds):
         :func:`mixnet.core.deliveries.judge`)."""
         if isinstance(token, BlameJudged):
             judged = self.rounds.get(token.round_id)
-            evidence = token.reply.evidence
             if judged is None or judged.status is not RoundStatus.FORWARDED:
                 return []
-            assert evidence is not None and self.signing is not None
-            reply = token.reply
-            checked, at = evidence_checked(evidence, reply.proof, reply.evidence_page)
-            holds = len(results) == len(checked) and results[at]
-            verdict = judge(
-                evidence, holds, self.signing, token.round_id, proof=reply.proof,
-                refusal=reply.refusal, reporter=self.successor, page=reply.evidence_page,
-            )  # fmt: skip
+            assert self.signing is not None
+            verdict = judge_blame(token.reply, results, self.signing, reporter=self.successor)
             return self._conclude(judged, verdict.reason)
         if not isinstance(token, VerdictChecked):
             raise TypeError(f"not a verdict token: {token!r}")
