@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mixnet.errors import MixnetError
-from mixnet.private_files import create_private, fsync_directory
+from mixnet.private_files import create_private, fsync_directory, restrict_side_files
 
 __all__ = ["JournalError", "KeptSubmission", "OutcomeUnknown", "SubmissionJournal"]
 
@@ -121,9 +121,12 @@ class SubmissionJournal:
             raise JournalError(f"cannot use journal {file}: {exc}") from None
         if mode is None or str(mode[0]).lower() != "wal":
             raise JournalError(f"journal {file} cannot be put in WAL mode")
-        for side in (Path(f"{file}-wal"), Path(f"{file}-shm")):
-            if side.exists():
-                side.chmod(0o600)
+        try:
+            restrict_side_files(file)
+        except OSError as exc:
+            raise JournalError(
+                f"cannot restrict the mode of {exc.filename}: {exc.strerror}"
+            ) from None
         if created:
             fsync_directory(file.parent)
 

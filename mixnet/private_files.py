@@ -7,7 +7,7 @@ import os
 from contextlib import suppress
 from pathlib import Path
 
-__all__ = ["PRIVATE_MODE", "create_private", "fsync_directory"]
+__all__ = ["PRIVATE_MODE", "create_private", "fsync_directory", "restrict_side_files"]
 
 #: Mode of every private file.
 PRIVATE_MODE = 0o600
@@ -38,3 +38,19 @@ def fsync_directory(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def restrict_side_files(database: Path) -> None:
+    """Set the ``-wal`` and ``-shm`` files sqlite keeps beside ``database`` to mode 0600 (those
+    that exist).
+
+    :raises OSError: a mode cannot be set (``filename`` is that side file).
+    """
+    for suffix in ("-wal", "-shm"):
+        side = database.with_name(database.name + suffix)
+        try:
+            os.chmod(side, PRIVATE_MODE)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(side)) from None

@@ -70,7 +70,11 @@ from mixnet.core.records import (
 )
 from mixnet.core.status import RoundStatus
 from mixnet.errors import MixnetError
-from mixnet.private_files import PRIVATE_MODE, create_private, fsync_directory
+from mixnet.private_files import (
+    create_private,
+    fsync_directory,
+    restrict_side_files,
+)
 from mixnet.store_apply import apply_group, apply_merged
 from mixnet.store_decode import (
     CorruptRow,
@@ -249,14 +253,12 @@ class NodeStore:
 
     def _restrict_side_files(self) -> None:
         """Set the ``-wal`` and ``-shm`` files to mode 0600. :raises StoreError: cannot."""
-        for suffix in ("-wal", "-shm"):
-            side = self.path.with_name(self.path.name + suffix)
-            try:
-                os.chmod(side, PRIVATE_MODE)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise StoreError(f"cannot restrict the mode of {side}: {exc.strerror}") from None
+        try:
+            restrict_side_files(self.path)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot restrict the mode of {exc.filename}: {exc.strerror}"
+            ) from None
 
     # ----------------------------------------------------------------------- writes
 
